@@ -1,0 +1,80 @@
+// A device context (ibv_context): what one ibv_open_device returns. It owns
+// the async event queue and keeps the table of its QPs, CQs and SRQs so that
+// events and errors raised by peers can be turned back into object pointers.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "core/gid_table.h"
+#include "shm/doorbell.h"
+#include "shm/host.h"
+
+namespace sv {
+
+struct Cq;
+struct Qp;
+struct Srq;
+class Transport;
+
+struct Context : verbs_context {
+  static Context* from(ibv_context* c) {
+    return static_cast<Context*>(reinterpret_cast<verbs_context*>(reinterpret_cast<uint8_t*>(c) -
+                                                                  offsetof(verbs_context, context)));
+  }
+  ibv_context* ibv() { return &context; }
+
+  shm::Host* host = nullptr;
+  uint32_t index = 0;  // our ContextShared slot in the arena
+  shm::ContextShared* shared = nullptr;
+  shm::Doorbell async_bell;
+
+  // GID table snapshot, refreshed when older than a second.
+  std::mutex gid_mu;
+  std::vector<GidEntry> gids;
+  uint64_t gids_read_ns = 0;
+
+  std::mutex objects_mu;
+  std::unordered_map<uint32_t, Qp*> qps;   // by QPN
+  std::unordered_map<uint32_t, Cq*> cqs;   // by CQ id
+  std::unordered_map<uint32_t, Srq*> srqs; // by SRQ number
+  std::mutex async_mu;  // readers of the async ring
+  std::atomic<uint32_t> next_cq_id{1};
+  std::atomic<uint32_t> cq_count{0};
+  std::atomic<uint32_t> pd_count{0};
+  std::atomic<uint32_t> ah_count{0};
+
+  // How messages leave this context: to a GID of this host, through shared
+  // memory; to any other GID, through the network transport (none yet).
+  Transport* local_transport = nullptr;
+  Transport* remote_transport = nullptr;
+  Transport* transport_for(const ibv_gid& dgid) {
+    return is_local_gid(dgid) ? local_transport : remote_transport;
+  }
+
+  // Creates the context: joins the host, claims a ContextShared slot and
+  // opens the async doorbell. nullptr (errno set) on failure.
+  static Context* create(ibv_device* dev);
+  void destroy();
+
+  // GID table access. Returns false when `index` holds no GID.
+  bool gid_at(int index, GidEntry* out);
+  int gid_count();
+  // Index of `gid` in the table, or -1.
+  int find_gid(const ibv_gid& gid);
+  // True when `gid` is an address of this host (reachable in shared memory).
+  bool is_local_gid(const ibv_gid& gid) { return find_gid(gid) >= 0; }
+
+  Qp* qp_by_num(uint32_t qpn);
+  Cq* cq_by_id(uint32_t id);
+  Srq* srq_by_num(uint32_t srqn);
+
+ private:
+  void refresh_gids_locked();
+};
+
+}  // namespace sv

@@ -1,0 +1,270 @@
+#include "core/cq.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/async_events.h"
+#include "core/channel.h"
+#include "core/limits.h"
+#include "core/qp.h"
+#include "shm/robust_mutex.h"
+#include "util/bits.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+namespace sv {
+namespace {
+
+constexpr uint64_t kSupportedWcFlags =
+    IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |
+    IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | IBV_WC_EX_WITH_DLID_PATH_BITS |
+    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+
+void to_wc(const shm::CqeFields& c, ibv_wc* wc) {
+  wc->wr_id = c.wr_id;
+  wc->status = static_cast<ibv_wc_status>(c.status);
+  wc->opcode = static_cast<ibv_wc_opcode>(c.opcode);
+  wc->vendor_err = c.vendor_err;
+  wc->byte_len = c.byte_len;
+  wc->imm_data = c.imm_or_inv;
+  wc->qp_num = c.qp_num;
+  wc->src_qp = c.src_qp;
+  wc->wc_flags = c.wc_flags;
+  wc->pkey_index = c.pkey_index;
+  wc->slid = c.slid;
+  wc->sl = c.sl;
+  wc->dlid_path_bits = c.dlid_path_bits;
+}
+
+
+// Fires the completion event if the CQ is armed for this kind of entry.
+// Errors and solicited entries satisfy a solicited-only arm (IBTA 11.4.2.2).
+bool consume_arm(shm::CqShared* cq, bool solicited_or_error) {
+  // Order the entry's publication before reading `armed`: the consumer arms
+  // and then polls, so one of the two sides always sees the other.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  uint32_t a = cq->armed.load(std::memory_order_relaxed);
+  if (a == shm::kDisarmed || (a == shm::kArmedSolicited && !solicited_or_error)) return false;
+  if (!cq->armed.compare_exchange_strong(a, shm::kDisarmed)) return false;
+  cq->event_pending.store(1, std::memory_order_release);
+  return true;
+}
+
+bool wants_event(const shm::CqeFields& c) { return c.solicited || c.status != IBV_WC_SUCCESS; }
+
+void report_overrun(Cq* cq) {
+  if (!cq->error_reported.exchange(true)) {
+    SV_WARN("CQ %u overrun (cqe %d): completions were lost", cq->id, cq->cqe);
+    raise_async_local(cq->ctx, IBV_EVENT_CQ_ERR, shm::kAsyncCq, cq->id);
+  }
+}
+
+}  // namespace
+
+shm::CqShared* peer_cq(const shm::Peer& owner, uint64_t off) {
+  auto* cq = owner.at<shm::CqShared>(off);
+  if (!cq || !owner.contains(cq->ring_off, uint64_t{cq->capacity} * sizeof(shm::Cqe))) return nullptr;
+  return cq;
+}
+
+Cq* create_cq(Context* ctx, int cqe, void* cq_context, Channel* chan, int comp_vector, uint64_t wc_flags) {
+  if (cqe < 1 || static_cast<uint32_t>(cqe) > limits::kMaxCqe || comp_vector < 0 ||
+      comp_vector >= ctx->context.num_comp_vectors) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (wc_flags & ~kSupportedWcFlags) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  if (ctx->cq_count.fetch_add(1) >= limits::kMaxCq) {
+    ctx->cq_count.fetch_sub(1);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  shm::Arena& arena = ctx->host->arena();
+  uint64_t cap = round_up_pow2(static_cast<uint64_t>(cqe) + 1);
+  uint64_t shared_off = arena.alloc(sizeof(shm::CqShared));
+  uint64_t ring_off = shared_off ? arena.alloc(cap * sizeof(shm::Cqe)) : 0;
+  if (!ring_off) {
+    if (shared_off) arena.free(shared_off, sizeof(shm::CqShared));
+    ctx->cq_count.fetch_sub(1);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  auto* cq = new Cq();
+  cq->ctx = ctx;
+  cq->id = ctx->next_cq_id.fetch_add(1);
+  cq->shared_off = shared_off;
+  cq->shared = arena.at<shm::CqShared>(shared_off);
+  cq->ring = arena.at<shm::Cqe>(ring_off);
+  cq->mask = cap - 1;
+  cq->local.resize(cap);
+  cq->wc_flags = wc_flags;
+  cq->chan = chan;
+
+  shm::CqShared* s = cq->shared;
+  s->capacity = static_cast<uint32_t>(cap);
+  s->cq_id = cq->id;
+  s->ctx_index = ctx->index;
+  s->ring_off = ring_off;
+  shm::robust_mutex_init(&s->produce_lock);
+  if (chan) {
+    s->doorbell_gen.store(chan->bell.gen(), std::memory_order_relaxed);
+    s->doorbell.store(chan->bell.index() + 1, std::memory_order_release);
+    channel_attach(chan, cq);
+  }
+
+  cq->context = ctx->ibv();
+  cq->channel = chan;
+  cq->cq_context = cq_context;
+  cq->handle = cq->id;
+  cq->cqe = static_cast<int>(cap - 1);
+  pthread_mutex_init(&cq->mutex, nullptr);
+  pthread_cond_init(&cq->cond, nullptr);
+  install_cq_ex_ops(cq);
+  {
+    std::lock_guard g(ctx->objects_mu);
+    ctx->cqs[cq->id] = cq;
+  }
+  return cq;
+}
+
+int destroy_cq(Cq* cq) {
+  if (cq->users.load() != 0) return EBUSY;
+  Context* ctx = cq->ctx;
+  {
+    std::lock_guard g(ctx->objects_mu);
+    ctx->cqs.erase(cq->id);
+  }
+  if (cq->chan) channel_detach(cq->chan, cq);
+  // As libibverbs does: wait until every event we handed out was acked.
+  pthread_mutex_lock(&cq->mutex);
+  while (cq->comp_events_completed != cq->events_reported ||
+         cq->async_events_completed != cq->async_reported)
+    pthread_cond_wait(&cq->cond, &cq->mutex);
+  pthread_mutex_unlock(&cq->mutex);
+  shm::Arena& arena = ctx->host->arena();
+  cq->shared->doorbell.store(0, std::memory_order_release);
+  arena.free(cq->shared->ring_off, uint64_t{cq->shared->capacity} * sizeof(shm::Cqe));
+  arena.free(cq->shared_off, sizeof(shm::CqShared));
+  ctx->cq_count.fetch_sub(1);
+  delete cq;
+  return 0;
+}
+
+bool take_one(Cq* cq, shm::CqeFields* out) {
+  shm::Cqe& s = cq->ring[cq->head & cq->mask];
+  if (s.seq.load(std::memory_order_acquire) == cq->head + 1) {
+    *out = s.f;
+    ++cq->head;
+    cq->shared->head.store(cq->head, std::memory_order_release);
+    return true;
+  }
+  uint64_t h = cq->local_head.load(std::memory_order_relaxed);
+  if (h == cq->local_tail.load(std::memory_order_acquire)) return false;
+  LocalCqe& l = cq->local[h & cq->mask];
+  *out = l.cqe;
+  // A polled send completion frees its send-queue slot and every earlier
+  // (unsignaled) one, as on a NIC.
+  if (l.qp) l.qp->sq_head.store(l.sq_pos + 1, std::memory_order_release);
+  cq->local_head.store(h + 1, std::memory_order_release);
+  return true;
+}
+
+int poll_cq(Cq* cq, int n, ibv_wc* wc) {
+  if (n < 0) return -EINVAL;
+  std::lock_guard g(cq->poll_mu);
+  if (cq->shared->attention.load(std::memory_order_relaxed)) handle_qp_attention(cq);
+  int got = 0;
+  shm::CqeFields c;
+  while (got < n && take_one(cq, &c)) to_wc(c, &wc[got++]);
+  return got;
+}
+
+int req_notify_cq(Cq* cq, int solicited_only) {
+  cq->shared->armed.store(solicited_only ? shm::kArmedSolicited : shm::kArmedNext, std::memory_order_seq_cst);
+  return 0;
+}
+
+void push_local(Cq* cq, const shm::CqeFields& c, Qp* qp, uint64_t sq_pos) {
+  {
+    std::lock_guard g(cq->produce_mu);
+    uint64_t t = cq->local_tail.load(std::memory_order_relaxed);
+    if (t - cq->local_head.load(std::memory_order_acquire) > cq->mask) {
+      report_overrun(cq);
+      return;
+    }
+    LocalCqe& l = cq->local[t & cq->mask];
+    l.cqe = c;
+    l.cqe.ts_ns = monotonic_ns();
+    l.qp = qp;
+    l.sq_pos = sq_pos;
+    cq->local_tail.store(t + 1, std::memory_order_release);
+  }
+  if (cq->chan && consume_arm(cq->shared, wants_event(c))) cq->chan->bell.ring();
+}
+
+bool push_shared(shm::PeerTable& peers, const shm::Peer& owner, shm::CqShared* cq, const shm::CqeFields& c) {
+  {
+    shm::RobustLock lock(&cq->produce_lock);
+    uint64_t t = cq->tail;
+    uint64_t cap = cq->capacity;
+    if (t - cq->cached_head >= cap) {
+      cq->cached_head = cq->head.load(std::memory_order_acquire);
+      if (t - cq->cached_head >= cap) {
+        cq->overrun.store(1, std::memory_order_relaxed);
+        return false;
+      }
+    }
+    auto* ring = owner.at<shm::Cqe>(cq->ring_off);
+    if (!ring || !owner.contains(cq->ring_off, cap * sizeof(shm::Cqe))) return false;
+    shm::Cqe& slot = ring[t & (cap - 1)];
+    slot.f = c;
+    slot.f.ts_ns = monotonic_ns();
+    slot.seq.store(t + 1, std::memory_order_release);
+    cq->tail = t + 1;
+  }
+  if (consume_arm(cq, wants_event(c))) {
+    uint32_t bell = cq->doorbell.load(std::memory_order_acquire);
+    if (bell) {
+      int fd = peers.doorbell_fd(owner, bell - 1, cq->doorbell_gen.load(std::memory_order_relaxed));
+      if (fd >= 0) shm::ring_fd(fd);
+    }
+  }
+  return true;
+}
+
+int resize_cq(Cq* cq, int cqe) {
+  if (cqe < 1 || static_cast<uint32_t>(cqe) > limits::kMaxCqe) return EINVAL;
+  shm::Arena& arena = cq->ctx->host->arena();
+  uint64_t cap = round_up_pow2(static_cast<uint64_t>(cqe) + 1);
+  std::lock_guard g(cq->poll_mu);
+  std::lock_guard p(cq->produce_mu);
+  shm::CqShared* s = cq->shared;
+  shm::RobustLock lock(&s->produce_lock);
+  uint64_t shared_pending = s->tail - cq->head;
+  uint64_t local_pending = cq->local_tail.load() - cq->local_head.load();
+  if (shared_pending > cap - 1 || local_pending > cap - 1) return EINVAL;  // would drop completions
+  uint64_t ring_off = arena.alloc(cap * sizeof(shm::Cqe));
+  if (!ring_off) return ENOMEM;
+  // Move pending entries, keeping their positions (and so their seq).
+  auto* ring = arena.at<shm::Cqe>(ring_off);
+  for (uint64_t pos = cq->head; pos < s->tail; ++pos) {
+    ring[pos & (cap - 1)].f = cq->ring[pos & cq->mask].f;
+    ring[pos & (cap - 1)].seq.store(pos + 1, std::memory_order_relaxed);
+  }
+  std::vector<LocalCqe> local(cap);
+  for (uint64_t pos = cq->local_head.load(); pos < cq->local_tail.load(); ++pos)
+    local[pos & (cap - 1)] = cq->local[pos & cq->mask];
+  arena.free(s->ring_off, uint64_t{s->capacity} * sizeof(shm::Cqe));
+  s->ring_off = ring_off;
+  s->capacity = static_cast<uint32_t>(cap);
+  cq->ring = ring;
+  cq->mask = cap - 1;
+  cq->local.swap(local);
+  cq->cqe = static_cast<int>(cap - 1);
+  return 0;
+}
+
+}  // namespace sv

@@ -1,0 +1,85 @@
+// Completion queues. A CQ has two rings:
+//  * a shared ring in the arena (shm::CqShared), written by peers that
+//    deliver messages to our QPs (receive completions), under a robust lock;
+//  * a private ring, written only by this process (send completions,
+//    flushes), so our own completions never bounce a peer's cache lines.
+// ibv_poll_cq drains the shared ring first, then the private one.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <mutex>
+#include <vector>
+
+#include "core/context.h"
+#include "shm/layout.h"
+#include "shm/peers.h"
+
+namespace sv {
+
+struct Qp;
+struct Channel;
+
+// A completion produced by this process, with what polling must do when the
+// application consumes it (free send-queue slots, as a NIC does).
+struct LocalCqe {
+  shm::CqeFields cqe;
+  Qp* qp;           // owner of the send queue slot, or nullptr
+  uint64_t sq_pos;  // slots up to and including this one become free
+};
+
+struct Cq : ibv_cq_ex {
+  static Cq* from(ibv_cq* c) { return static_cast<Cq*>(reinterpret_cast<ibv_cq_ex*>(c)); }
+  static Cq* from(ibv_cq_ex* c) { return static_cast<Cq*>(c); }
+  ibv_cq* ibv() { return reinterpret_cast<ibv_cq*>(static_cast<ibv_cq_ex*>(this)); }
+
+  Context* ctx = nullptr;
+  uint32_t id = 0;
+  uint64_t shared_off = 0;
+  shm::CqShared* shared = nullptr;
+  shm::Cqe* ring = nullptr;  // shared ring, consumer view
+  uint64_t mask = 0;
+  uint64_t head = 0;         // consumer position in the shared ring
+
+  std::vector<LocalCqe> local;
+  std::atomic<uint64_t> local_head{0};
+  std::atomic<uint64_t> local_tail{0};
+  std::mutex produce_mu;  // local ring producers
+  std::mutex poll_mu;     // consumers (poll_cq, start/end_poll, resize)
+
+  Channel* chan = nullptr;
+  uint64_t wc_flags = 0;     // what the extended poll API may read
+  std::atomic<int> users{0}; // QPs and SRQs: destroy fails with EBUSY
+  uint32_t events_reported = 0;  // completion events handed out (under ibv mutex)
+  uint32_t async_reported = 0;   // async events handed out
+  std::atomic<bool> error_reported{false};
+
+  // Extended polling (ibv_start_poll/next_poll/end_poll).
+  shm::CqeFields current{};
+  int64_t wallclock_offset_ns = 0;
+};
+
+Cq* create_cq(Context* ctx, int cqe, void* cq_context, Channel* chan, int comp_vector, uint64_t wc_flags);
+int destroy_cq(Cq* cq);
+int resize_cq(Cq* cq, int cqe);
+int poll_cq(Cq* cq, int n, ibv_wc* wc);
+int req_notify_cq(Cq* cq, int solicited_only);
+
+// Takes one completion (shared ring first). The caller holds poll_mu.
+bool take_one(Cq* cq, shm::CqeFields* out);
+
+// Owner-side production. Raises IBV_EVENT_CQ_ERR when the ring is full.
+void push_local(Cq* cq, const shm::CqeFields& c, Qp* qp, uint64_t sq_pos);
+
+// Producer-side (any process, including the owner) production into the
+// shared ring of the CQ described by `cq` in `owner`'s arena. Wakes the
+// owner if the CQ is armed. False when the ring overflowed.
+bool push_shared(shm::PeerTable& peers, const shm::Peer& owner, shm::CqShared* cq, const shm::CqeFields& c);
+
+// The shared CQ of `owner` at arena offset `off`, or nullptr if implausible.
+shm::CqShared* peer_cq(const shm::Peer& owner, uint64_t off);
+
+void install_cq_ex_ops(Cq* cq);  // fills the ibv_cq_ex function pointers
+
+}  // namespace sv

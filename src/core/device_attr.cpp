@@ -1,0 +1,86 @@
+#include "core/device_attr.h"
+
+#include <endian.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "core/limits.h"
+#include "shm/registry.h"
+
+namespace sv {
+
+const char* firmware_version() { return "softverbs 0.1.0"; }
+
+void fill_device_attr(ibv_device_attr* a) {
+  std::memset(a, 0, sizeof *a);
+  std::snprintf(a->fw_ver, sizeof a->fw_ver, "%s", firmware_version());
+  a->node_guid = htobe64(shm::host_node_guid());
+  a->sys_image_guid = a->node_guid;
+  a->max_mr_size = limits::kMaxMrSize;
+  a->page_size_cap = 0xfffff000;  // 4 KiB pages and every larger power of two
+  a->vendor_id = 0xffffff;        // no IEEE OUI: a software device, as rxe reports
+  a->vendor_part_id = 0;
+  a->hw_ver = 0;
+  a->max_qp = limits::kMaxQp;
+  a->max_qp_wr = limits::kMaxQpWr;
+  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_N_NOTIFY_CQ |
+                        IBV_DEVICE_SYS_IMAGE_GUID;
+  a->max_sge = limits::kMaxSge;
+  a->max_sge_rd = limits::kMaxSgeRd;
+  a->max_cq = limits::kMaxCq;
+  a->max_cqe = limits::kMaxCqe;
+  a->max_mr = limits::kMaxMr;
+  a->max_pd = limits::kMaxPd;
+  a->max_qp_rd_atom = limits::kMaxQpRdAtom;
+  a->max_ee_rd_atom = 0;
+  a->max_res_rd_atom = limits::kMaxQpRdAtom * limits::kMaxQp;
+  a->max_qp_init_rd_atom = limits::kMaxQpInitRdAtom;
+  a->max_ee_init_rd_atom = 0;
+  a->atomic_cap = IBV_ATOMIC_NONE;  // RDMA atomics are not implemented yet
+  a->max_ee = 0;
+  a->max_rdd = 0;
+  a->max_mw = 0;
+  a->max_raw_ipv6_qp = 0;
+  a->max_raw_ethy_qp = 0;
+  a->max_mcast_grp = 0;
+  a->max_mcast_qp_attach = 0;
+  a->max_total_mcast_qp_attach = 0;
+  a->max_ah = limits::kMaxAh;
+  a->max_fmr = 0;
+  a->max_map_per_fmr = 0;
+  a->max_srq = limits::kMaxSrq;
+  a->max_srq_wr = limits::kMaxSrqWr;
+  a->max_srq_sge = limits::kMaxSrqSge;
+  a->max_pkeys = limits::kMaxPkeys;
+  a->local_ca_ack_delay = 0;
+  a->phys_port_cnt = 1;
+}
+
+void fill_device_attr_ex(ibv_device_attr_ex* a) {
+  std::memset(a, 0, sizeof *a);
+  fill_device_attr(&a->orig_attr);
+  // Completion timestamps: every CQE carries CLOCK_MONOTONIC nanoseconds.
+  a->completion_timestamp_mask = ~0ull;
+  a->hca_core_clock = limits::kCoreClockKhz;
+  a->phys_port_cnt_ex = 1;
+}
+
+void fill_port_attr(ibv_port_attr* p, int gid_count) {
+  std::memset(p, 0, sizeof *p);
+  p->state = gid_count > 0 ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
+  p->max_mtu = IBV_MTU_4096;
+  p->active_mtu = IBV_MTU_4096;
+  p->gid_tbl_len = limits::kGidTableLen;
+  p->port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
+  p->max_msg_sz = limits::kMaxMsgSize;
+  p->pkey_tbl_len = limits::kMaxPkeys;
+  p->max_vl_num = 1;
+  p->active_width = 2;   // 4X
+  p->active_speed = 32;  // EDR: 4X EDR = 100 Gb/s, about what a memory copy sustains
+  p->phys_state = gid_count > 0 ? 5 : 3;  // LinkUp : Disabled
+  p->link_layer = IBV_LINK_LAYER_ETHERNET;
+  p->flags = IBV_QPF_GRH_REQUIRED;
+}
+
+}  // namespace sv

@@ -1,0 +1,66 @@
+#include "core/gid_table.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+
+#include <algorithm>
+#include <cstring>
+#include <tuple>
+
+namespace sv {
+
+bool gid_is_ipv4_mapped(const ibv_gid& gid) {
+  static const uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  return std::memcmp(gid.raw, kPrefix, 12) == 0;
+}
+
+bool gid_equal(const ibv_gid& a, const ibv_gid& b) { return std::memcmp(a.raw, b.raw, 16) == 0; }
+
+bool gid_is_zero(const ibv_gid& g) {
+  static const ibv_gid kZero = {};
+  return gid_equal(g, kZero);
+}
+
+std::string gid_to_string(const ibv_gid& gid) {
+  char buf[INET6_ADDRSTRLEN];
+  inet_ntop(AF_INET6, gid.raw, buf, sizeof buf);
+  return buf;
+}
+
+std::vector<GidEntry> read_gid_table() {
+  std::vector<GidEntry> out;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return out;
+  for (ifaddrs* ifa = list; ifa; ifa = ifa->ifa_next) {
+    if (!ifa->ifa_addr || !(ifa->ifa_flags & IFF_UP)) continue;
+    GidEntry e{};
+    if (ifa->ifa_addr->sa_family == AF_INET) {
+      auto* sin = reinterpret_cast<sockaddr_in*>(ifa->ifa_addr);
+      e.gid.raw[10] = e.gid.raw[11] = 0xff;
+      std::memcpy(e.gid.raw + 12, &sin->sin_addr, 4);
+    } else if (ifa->ifa_addr->sa_family == AF_INET6) {
+      auto* sin6 = reinterpret_cast<sockaddr_in6*>(ifa->ifa_addr);
+      std::memcpy(e.gid.raw, &sin6->sin6_addr, 16);
+    } else {
+      continue;
+    }
+    e.ifindex = if_nametoindex(ifa->ifa_name);
+    e.ifname = ifa->ifa_name;
+    out.push_back(std::move(e));
+  }
+  freeifaddrs(list);
+  auto key = [](const GidEntry& e) {
+    return std::make_tuple(e.ifindex, !gid_is_ipv4_mapped(e.gid),
+                           std::string(reinterpret_cast<const char*>(e.gid.raw), 16));
+  };
+  std::sort(out.begin(), out.end(), [&](const GidEntry& a, const GidEntry& b) { return key(a) < key(b); });
+  out.erase(std::unique(out.begin(), out.end(),
+                        [](const GidEntry& a, const GidEntry& b) { return gid_equal(a.gid, b.gid); }),
+            out.end());
+  if (out.size() > 128) out.resize(128);
+  return out;
+}
+
+}  // namespace sv

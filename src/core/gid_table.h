@@ -1,0 +1,28 @@
+// The port's GID table, built from the addresses of the host's (or network
+// namespace's) interfaces: RoCEv2 GIDs only, IPv4 as ::ffff:a.b.c.d.
+// Order: interface index, then IPv4 before IPv6, then address, so
+// ::ffff:127.0.0.1 (lo, ifindex 1) comes first on an ordinary host.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sv {
+
+struct GidEntry {
+  ibv_gid gid;
+  uint32_t ifindex;
+  std::string ifname;
+};
+
+std::vector<GidEntry> read_gid_table();
+
+bool gid_is_ipv4_mapped(const ibv_gid& gid);
+bool gid_equal(const ibv_gid& a, const ibv_gid& b);
+bool gid_is_zero(const ibv_gid& g);
+std::string gid_to_string(const ibv_gid& gid);
+
+}  // namespace sv

@@ -1,0 +1,28 @@
+// The 40-byte Global Route Header that a UD receive buffer starts with. On
+// RoCEv2 it holds the packet's IP header: for IPv4 (IPv4-mapped GIDs) 20
+// zero bytes and then the IPv4 header, for IPv6 the IPv6 header, as Linux
+// rxe and mlx5 write it, so ibv_init_ah_from_wc can read it back.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+
+namespace sv {
+
+inline constexpr uint32_t kGrhBytes = 40;
+// What RoCEv2 puts between IP and payload: UDP 8 + BTH 12 + DETH 8 + ICRC 4.
+inline constexpr uint32_t kRoceUdOverhead = 8 + 12 + 8 + 4;
+
+void build_grh(uint8_t out[kGrhBytes], const ibv_gid& sgid, const ibv_gid& dgid, uint8_t traffic_class,
+               uint8_t hop_limit, uint32_t flow_label, uint32_t payload_len);
+
+struct ParsedGrh {
+  ibv_gid sgid, dgid;
+  uint8_t traffic_class, hop_limit;
+  uint32_t flow_label;
+};
+// false (errno EPROTONOSUPPORT) when the header is neither IPv4 nor IPv6.
+bool parse_grh(const uint8_t in[kGrhBytes], ParsedGrh* out);
+
+}  // namespace sv

@@ -1,0 +1,195 @@
+#include "core/mr.h"
+
+#include <cerrno>
+
+#include "core/limits.h"
+#include "util/knobs.h"
+#include "util/log.h"
+#include "util/proc_maps.h"
+
+namespace sv {
+namespace {
+
+constexpr unsigned kKnownAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                  IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
+                                  IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB;
+constexpr unsigned kWriteAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
+
+int check_access(unsigned access) {
+  // Bits in the optional range are hints a device may ignore (as we do).
+  unsigned required = access & ~static_cast<unsigned>(IBV_ACCESS_OPTIONAL_RANGE);
+  if (required & ~kKnownAccess) return EINVAL;
+  if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
+    return EINVAL;
+  if (access & IBV_ACCESS_ON_DEMAND) return EOPNOTSUPP;
+  if (access & IBV_ACCESS_ZERO_BASED) return EOPNOTSUPP;
+  return 0;
+}
+
+// The kernel pins the pages of an MR; it fails with EFAULT when they are not
+// mapped, or not writable while write access is asked for.
+int check_memory(uint64_t addr, uint64_t length, unsigned access) {
+  std::vector<MapEntry> maps = read_proc_maps();
+  uint64_t at = addr, end = addr + length;
+  for (const MapEntry& e : maps) {
+    if (e.end <= at || e.start >= end) continue;
+    if (e.start > at) return EFAULT;
+    if (!e.read && !e.write) return EFAULT;
+    if ((access & kWriteAccess) && !e.write) return EFAULT;
+    at = e.end;
+    if (at >= end) return 0;
+  }
+  return at >= end ? 0 : EFAULT;
+}
+
+void publish(shm::MrEntry& e, uint32_t key, const Mr& mr, uint64_t vaddr, uint32_t path, uint64_t overlay_off,
+             uint64_t overlay_page) {
+  e.pd = mr.pd_obj->id;
+  e.access = mr.access;
+  e.path = path;
+  e.iova = mr.iova;
+  e.length = mr.length;
+  e.vaddr = vaddr;
+  e.overlay_off = overlay_off;
+  e.overlay_page = overlay_page;
+  e.key.store(key, std::memory_order_release);
+}
+
+// Chooses how peers reach [addr, addr+len) and publishes the entry.
+void place_and_publish(Mr& mr, shm::Host& host, uint32_t key) {
+  uint64_t addr = reinterpret_cast<uint64_t>(mr.addr);
+  shm::MrEntry& e = host.arena().mr_table()[mr.index];
+  if (knobs().mem_path != MemPath::kCma) {
+    if (auto pin = host.overlays().pin(addr, mr.length)) {
+      mr.pinned = true;
+      mr.pin_page = pin->page;
+      publish(e, key, mr, addr, shm::kMrOverlay, pin->arena_off, pin->page);
+      return;
+    }
+  }
+  host.allow_cross_memory_attach();
+  publish(e, key, mr, addr, shm::kMrCma, 0, 0);
+}
+
+void unpin(Mr& mr, shm::Host& host) {
+  if (mr.pinned) host.overlays().unpin(mr.pin_page);
+  mr.pinned = false;
+}
+
+}  // namespace
+
+std::optional<MrView> read_mr(const shm::MrEntry* table, uint32_t key) {
+  uint32_t idx = shm::key_index(key);
+  if (idx == 0 || idx >= shm::kMaxMrs) return std::nullopt;
+  const shm::MrEntry& e = table[idx];
+  if (e.key.load(std::memory_order_acquire) != key) return std::nullopt;
+  MrView v{e.pd, e.access, e.path, e.iova, e.length, e.vaddr, e.overlay_off, e.overlay_page};
+  std::atomic_thread_fence(std::memory_order_acquire);
+  // Re-check: the owner may have deregistered (and reused) the entry while
+  // we copied it.
+  if (e.key.load(std::memory_order_relaxed) != key) return std::nullopt;
+  return v;
+}
+
+Mr* reg_mr(Pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
+  if (int err = check_access(access)) {
+    errno = err;
+    return nullptr;
+  }
+  if (length == 0 || length > limits::kMaxMrSize) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  uint64_t a = reinterpret_cast<uint64_t>(addr);
+  if (a + length < a || iova + length < iova) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (int err = check_memory(a, length, access)) {
+    SV_INFO("reg_mr: [%p, +%zu) is not mapped %s", addr, length, err == EFAULT ? "with the access asked" : "");
+    errno = err;
+    return nullptr;
+  }
+  shm::Host& host = *pd->ctx->host;
+  int64_t idx = host.arena().take_mr_index();
+  if (idx < 0) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  auto* mr = new Mr();
+  mr->context = pd->context;
+  mr->pd = pd;
+  mr->pd_obj = pd;
+  mr->addr = addr;
+  mr->length = length;
+  mr->index = static_cast<uint32_t>(idx);
+  mr->access = access;
+  mr->iova = iova;
+  uint32_t key = shm::make_key(host.slot(), mr->index, host.arena().mr_rotation());
+  mr->lkey = mr->rkey = key;
+  mr->handle = mr->index;
+  place_and_publish(*mr, host, key);
+  pd->users.fetch_add(1);
+  return mr;
+}
+
+int rereg_mr(Mr* mr, int flags, Pd* pd, void* addr, size_t length, unsigned access) {
+  if (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED || !flags) {
+    errno = EINVAL;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  unsigned new_access = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? access : mr->access;
+  Pd* new_pd = (flags & IBV_REREG_MR_CHANGE_PD) ? pd : mr->pd_obj;
+  void* new_addr = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : mr->addr;
+  size_t new_len = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? length : mr->length;
+  if (!new_pd || new_pd->ctx != mr->pd_obj->ctx) {
+    errno = EINVAL;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  if (int err = check_access(new_access)) {
+    errno = err;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  if (new_len == 0 || new_len > limits::kMaxMrSize) {
+    errno = EINVAL;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  if (int err = check_memory(reinterpret_cast<uint64_t>(new_addr), new_len, new_access)) {
+    errno = err;
+    return IBV_REREG_MR_ERR_CMD;
+  }
+  shm::Host& host = *mr->pd_obj->ctx->host;
+  shm::MrEntry& e = host.arena().mr_table()[mr->index];
+  // Retire the old key first so no peer uses a half-updated entry; the MR
+  // gets a new key, as a real device hands out on re-registration.
+  e.key.store(0, std::memory_order_release);
+  unpin(*mr, host);
+  if (new_pd != mr->pd_obj) {
+    mr->pd_obj->users.fetch_sub(1);
+    new_pd->users.fetch_add(1);
+  }
+  mr->pd = new_pd;
+  mr->pd_obj = new_pd;
+  mr->access = new_access;
+  if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+    mr->addr = new_addr;
+    mr->length = new_len;
+    mr->iova = reinterpret_cast<uint64_t>(new_addr);
+  }
+  uint32_t key = shm::make_key(host.slot(), mr->index, host.arena().mr_rotation());
+  mr->lkey = mr->rkey = key;
+  place_and_publish(*mr, host, key);
+  return 0;
+}
+
+int dereg_mr(Mr* mr) {
+  shm::Host& host = *mr->pd_obj->ctx->host;
+  host.arena().mr_table()[mr->index].key.store(0, std::memory_order_release);
+  unpin(*mr, host);
+  host.arena().give_mr_index(mr->index);
+  mr->pd_obj->users.fetch_sub(1);
+  delete mr;
+  return 0;
+}
+
+}  // namespace sv

@@ -1,0 +1,49 @@
+// Memory regions. Each MR is published in this process's shared MR table
+// (shm/layout.h MrEntry) so that a peer delivering a message can check an
+// lkey/rkey and find the bytes without asking us.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <optional>
+
+#include "core/pd.h"
+#include "shm/layout.h"
+
+namespace sv {
+
+struct Mr : ibv_mr {
+  Pd* pd_obj = nullptr;
+  uint32_t index = 0;
+  uint32_t access = 0;
+  uint64_t iova = 0;
+  bool pinned = false;     // holds an overlay pin (shm/overlay.h)
+  uint64_t pin_page = 0;
+  static Mr* from(ibv_mr* m) { return static_cast<Mr*>(m); }
+};
+
+// nullptr + errno (EINVAL bad flags/length, EFAULT unmapped or read-only
+// memory with write access, EOPNOTSUPP on-demand paging, ENOMEM).
+Mr* reg_mr(Pd* pd, void* addr, size_t length, uint64_t iova, unsigned access);
+// Returns 0 or an ibv_rereg_mr_err_code (and sets errno).
+int rereg_mr(Mr* mr, int flags, Pd* pd, void* addr, size_t length, unsigned access);
+int dereg_mr(Mr* mr);
+
+// A consistent copy of a published MR entry.
+struct MrView {
+  uint32_t pd = 0, access = 0, path = 0;
+  uint64_t iova = 0, length = 0, vaddr = 0, overlay_off = 0, overlay_page = 0;
+
+  bool covers(uint64_t addr, uint64_t len) const {
+    return addr >= iova && len <= length && addr - iova <= length - len;
+  }
+  // Owner's virtual address of `addr` (an iova-space address).
+  uint64_t owner_vaddr(uint64_t addr) const { return vaddr + (addr - iova); }
+};
+
+// Reads the entry for `key` from an MR table (ours or a peer's). nullopt if
+// no live MR has this key.
+std::optional<MrView> read_mr(const shm::MrEntry* table, uint32_t key);
+
+}  // namespace sv

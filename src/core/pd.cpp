@@ -1,0 +1,78 @@
+#include "core/pd.h"
+
+#include <cerrno>
+
+#include "core/limits.h"
+#include "util/log.h"
+
+namespace sv {
+namespace {
+std::atomic<uint32_t> g_next_pd_id{1};
+}
+
+Pd* alloc_pd(Context* ctx) {
+  if (ctx->pd_count.fetch_add(1) >= limits::kMaxPd) {
+    ctx->pd_count.fetch_sub(1);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  auto* pd = new Pd();
+  pd->context = ctx->ibv();
+  pd->ctx = ctx;
+  pd->id = g_next_pd_id.fetch_add(1);
+  pd->handle = pd->id;
+  return pd;
+}
+
+int dealloc_pd(Pd* pd) {
+  if (pd->users.load() != 0) {
+    SV_INFO("dealloc_pd: %d objects still use the PD", pd->users.load());
+    return EBUSY;
+  }
+  pd->ctx->pd_count.fetch_sub(1);
+  delete pd;
+  return 0;
+}
+
+int check_ah_attr(Context* ctx, const ibv_ah_attr& attr) {
+  if (attr.port_num != 1) return EINVAL;
+  // RoCE carries every packet in UDP/IP: an address without a GRH has no
+  // destination IP, so the kernel refuses it too.
+  if (!attr.is_global) return EINVAL;
+  GidEntry sgid;
+  if (!ctx->gid_at(attr.grh.sgid_index, &sgid)) return EINVAL;
+  if (gid_is_zero(attr.grh.dgid)) return EINVAL;
+  if (attr.static_rate > IBV_RATE_800_GBPS) return EINVAL;
+  return 0;
+}
+
+Ah* create_ah(Pd* pd, const ibv_ah_attr& attr) {
+  if (int e = check_ah_attr(pd->ctx, attr)) {
+    errno = e;
+    return nullptr;
+  }
+  if (pd->ctx->ah_count.fetch_add(1) >= limits::kMaxAh) {
+    pd->ctx->ah_count.fetch_sub(1);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  auto* ah = new Ah();
+  ah->context = pd->context;
+  ah->pd = pd;
+  ah->attr = attr;
+  GidEntry sgid;
+  pd->ctx->gid_at(attr.grh.sgid_index, &sgid);
+  ah->sgid = sgid.gid;
+  pd->users.fetch_add(1);
+  return ah;
+}
+
+int destroy_ah(Ah* ah) {
+  Pd* pd = Pd::from(ah->pd);
+  pd->users.fetch_sub(1);
+  pd->ctx->ah_count.fetch_sub(1);
+  delete ah;
+  return 0;
+}
+
+}  // namespace sv

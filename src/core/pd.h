@@ -1,0 +1,47 @@
+// Protection domains and address handles.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+
+#include "core/context.h"
+
+namespace sv {
+
+struct Pd : ibv_pd {
+  Context* ctx = nullptr;
+  uint32_t id = 0;              // process-unique; stored in shared QP/MR entries
+  std::atomic<int> users{0};    // MRs, QPs, SRQs, AHs: dealloc fails with EBUSY
+  static Pd* from(ibv_pd* p) { return static_cast<Pd*>(p); }
+};
+
+Pd* alloc_pd(Context* ctx);
+int dealloc_pd(Pd* pd);
+
+// Where a message goes: the fields of an address vector that matter here.
+struct Destination {
+  ibv_gid dgid{};
+  uint32_t qpn = 0;
+  uint32_t qkey = 0;
+  uint32_t flow_label = 0;
+  uint8_t sgid_index = 0;
+  uint8_t hop_limit = 64;
+  uint8_t traffic_class = 0;
+  uint8_t sl = 0;
+};
+
+struct Ah : ibv_ah {
+  ibv_ah_attr attr{};
+  ibv_gid sgid{};
+  static Ah* from(ibv_ah* a) { return static_cast<Ah*>(a); }
+};
+
+// Validates an address vector for this RoCE port: GRH required, a valid
+// source GID index, port 1. Returns 0 or an errno.
+int check_ah_attr(Context* ctx, const ibv_ah_attr& attr);
+
+Ah* create_ah(Pd* pd, const ibv_ah_attr& attr);  // nullptr + errno
+int destroy_ah(Ah* ah);
+
+}  // namespace sv

@@ -1,0 +1,498 @@
+#include "core/qp.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/async_events.h"
+#include "core/limits.h"
+#include "core/qp_state.h"
+#include "core/requester.h"
+#include "core/scheduler.h"
+#include "util/bits.h"
+#include "util/log.h"
+
+namespace sv {
+namespace {
+
+constexpr uint32_t kKnownInitMask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
+                                    IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE |
+                                    IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+constexpr uint32_t kKnownCreateFlags = IBV_QP_CREATE_BLOCK_SELF_MCAST_LB | IBV_QP_CREATE_SCATTER_FCS |
+                                       IBV_QP_CREATE_CVLAN_STRIPPING | IBV_QP_CREATE_SOURCE_QPN |
+                                       IBV_QP_CREATE_PCI_WRITE_END_PADDING;
+constexpr uint64_t kKnownSendOps = (IBV_QP_EX_WITH_ATOMIC_WRITE << 1) - 1;
+
+// The send operations each transport can carry on this device.
+uint64_t send_ops_for(ibv_qp_type t) {
+  switch (t) {
+    case IBV_QPT_RC:
+      return IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
+             IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ;
+    case IBV_QPT_UC:
+      return IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
+             IBV_QP_EX_WITH_SEND_WITH_IMM;
+    case IBV_QPT_UD:
+      return IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+    default:
+      return 0;
+  }
+}
+
+bool opcode_allowed(ibv_qp_type t, ibv_wr_opcode op) {
+  switch (op) {
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM:
+      return true;
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+      return t == IBV_QPT_RC || t == IBV_QPT_UC;
+    case IBV_WR_RDMA_READ:
+      return t == IBV_QPT_RC;
+    default:
+      // Atomics, SEND_WITH_INV, memory windows, TSO: not on this device yet.
+      return false;
+  }
+}
+
+// Checks the ibv_qp_init_attr_ex; 0 or the errno the verbs specify.
+int check_init_attr(Context* ctx, const ibv_qp_init_attr_ex& a) {
+  if (a.comp_mask & ~kKnownInitMask) return EINVAL;
+  switch (a.qp_type) {
+    case IBV_QPT_RC:
+    case IBV_QPT_UC:
+    case IBV_QPT_UD:
+      break;
+    case IBV_QPT_RAW_PACKET:
+    case IBV_QPT_XRC_SEND:
+    case IBV_QPT_XRC_RECV:
+    case IBV_QPT_DRIVER:
+      return EOPNOTSUPP;  // known QP types this device does not implement
+    default:
+      return EINVAL;
+  }
+  if (!(a.comp_mask & IBV_QP_INIT_ATTR_PD) || !a.pd) return EINVAL;
+  if (a.pd->context != ctx->ibv()) return EINVAL;
+  if (a.comp_mask & IBV_QP_INIT_ATTR_XRCD) return EOPNOTSUPP;
+  if (a.comp_mask & (IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH)) return EOPNOTSUPP;
+  if (a.comp_mask & IBV_QP_INIT_ATTR_MAX_TSO_HEADER) return a.qp_type == IBV_QPT_RAW_PACKET ? EOPNOTSUPP : EINVAL;
+  if (a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) {
+    if (a.create_flags & ~kKnownCreateFlags) return EINVAL;
+    if (a.create_flags) return EOPNOTSUPP;
+  }
+  if (a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+    if (a.send_ops_flags & ~kKnownSendOps) return EINVAL;
+    if (a.send_ops_flags & ~send_ops_for(a.qp_type)) return EOPNOTSUPP;
+  }
+  if (!a.send_cq || !a.recv_cq) return EINVAL;
+  if (a.send_cq->context != ctx->ibv() || a.recv_cq->context != ctx->ibv()) return EINVAL;
+  if (a.srq) {
+    // ibv_create_qp(3): only RC and UD QPs may use an SRQ.
+    if (a.qp_type != IBV_QPT_RC && a.qp_type != IBV_QPT_UD) return EINVAL;
+    if (a.srq->context != ctx->ibv()) return EINVAL;
+  }
+  const ibv_qp_cap& c = a.cap;
+  if (c.max_send_wr > limits::kMaxQpWr || c.max_send_sge > limits::kMaxSge || c.max_inline_data > limits::kMaxInline)
+    return EINVAL;
+  if (!a.srq && (c.max_recv_wr > limits::kMaxQpWr || c.max_recv_sge > limits::kMaxSge)) return EINVAL;
+  return 0;
+}
+
+// Value checks for the attributes named in `mask` (the mask itself was
+// already checked against the state table).
+int check_attr_values(Qp* qp, const ibv_qp_attr& a, int mask) {
+  if ((mask & IBV_QP_STATE) && (a.qp_state < IBV_QPS_RESET || a.qp_state > IBV_QPS_ERR)) return EINVAL;
+  if ((mask & IBV_QP_CUR_STATE) && a.cur_qp_state != qp->state()) return EINVAL;
+  if ((mask & IBV_QP_PKEY_INDEX) && a.pkey_index >= limits::kMaxPkeys) return EINVAL;
+  if ((mask & IBV_QP_PORT) && a.port_num != 1) return EINVAL;
+  if ((mask & IBV_QP_AV)) {
+    if (int e = check_ah_attr(qp->ctx, a.ah_attr)) return e;
+  }
+  // Alternate paths (APM) do not exist on RoCE: the kernel refuses them too.
+  if (mask & IBV_QP_ALT_PATH) return EINVAL;
+  if ((mask & IBV_QP_PATH_MIG_STATE) && a.path_mig_state != IBV_MIG_MIGRATED) return EINVAL;
+  if ((mask & IBV_QP_PATH_MTU) && (a.path_mtu < IBV_MTU_256 || a.path_mtu > IBV_MTU_4096)) return EINVAL;
+  if ((mask & IBV_QP_TIMEOUT) && a.timeout > 31) return EINVAL;
+  if ((mask & IBV_QP_RETRY_CNT) && a.retry_cnt > 7) return EINVAL;
+  if ((mask & IBV_QP_RNR_RETRY) && a.rnr_retry > 7) return EINVAL;
+  if ((mask & IBV_QP_MIN_RNR_TIMER) && a.min_rnr_timer > 31) return EINVAL;
+  if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a.max_rd_atomic > limits::kMaxQpInitRdAtom) return EINVAL;
+  if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a.max_dest_rd_atomic > limits::kMaxQpRdAtom) return EINVAL;
+  if ((mask & IBV_QP_ACCESS_FLAGS) &&
+      (a.qp_access_flags & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                             IBV_ACCESS_REMOTE_ATOMIC)))
+    return EINVAL;
+  if ((mask & IBV_QP_DEST_QPN) && a.dest_qp_num > 0xffffff) return EINVAL;
+  return 0;
+}
+
+uint32_t mtu_bytes(ibv_mtu m) { return 128u << m; }
+
+// Copies the attributes in `mask` into the QP and what peers see of it.
+void apply_attrs(Qp* qp, const ibv_qp_attr& a, int mask) {
+  ibv_qp_attr& q = qp->attr;
+  shm::QpShared* s = qp->shared;
+  if (mask & IBV_QP_PKEY_INDEX) q.pkey_index = a.pkey_index;
+  if (mask & IBV_QP_PORT) q.port_num = a.port_num;
+  if (mask & IBV_QP_QKEY) s->qkey = q.qkey = a.qkey;
+  if (mask & IBV_QP_ACCESS_FLAGS) s->access_flags = q.qp_access_flags = a.qp_access_flags;
+  if (mask & IBV_QP_PATH_MTU) {
+    q.path_mtu = a.path_mtu;
+    s->path_mtu = mtu_bytes(a.path_mtu);
+  }
+  if (mask & IBV_QP_AV) {
+    q.ah_attr = a.ah_attr;
+    Destination& d = qp->peer;
+    d.dgid = a.ah_attr.grh.dgid;
+    d.sgid_index = a.ah_attr.grh.sgid_index;
+    d.hop_limit = a.ah_attr.grh.hop_limit;
+    d.traffic_class = a.ah_attr.grh.traffic_class;
+    d.flow_label = a.ah_attr.grh.flow_label;
+    d.sl = a.ah_attr.sl;
+    s->dgid = d.dgid;
+    s->sgid_index = d.sgid_index;
+  }
+  if (mask & IBV_QP_DEST_QPN) {
+    q.dest_qp_num = a.dest_qp_num;
+    s->dest_qpn = qp->peer.qpn = a.dest_qp_num;
+  }
+  if (mask & IBV_QP_RQ_PSN) q.rq_psn = a.rq_psn & 0xffffff;
+  if (mask & IBV_QP_SQ_PSN) q.sq_psn = a.sq_psn & 0xffffff;
+  if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) q.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  if (mask & IBV_QP_MAX_QP_RD_ATOMIC) q.max_rd_atomic = a.max_rd_atomic;
+  if (mask & IBV_QP_MIN_RNR_TIMER) s->min_rnr_timer = q.min_rnr_timer = a.min_rnr_timer;
+  if (mask & IBV_QP_TIMEOUT) q.timeout = a.timeout;
+  if (mask & IBV_QP_RETRY_CNT) q.retry_cnt = a.retry_cnt;
+  if (mask & IBV_QP_RNR_RETRY) q.rnr_retry = a.rnr_retry;
+  if (mask & IBV_QP_PATH_MIG_STATE) q.path_mig_state = a.path_mig_state;
+  if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) q.en_sqd_async_notify = a.en_sqd_async_notify;
+}
+
+void set_state(Qp* qp, ibv_qp_state st) {
+  qp->attr.qp_state = qp->attr.cur_qp_state = st;
+  qp->qp_base.state = st;
+  qp->shared->state.store(st, std::memory_order_release);
+}
+
+// RESET drops everything queued, without completions, as the verbs say.
+void reset_queues(Qp* qp) {
+  qp->sq_exec = qp->sq_tail;
+  qp->sq_head.store(qp->sq_tail, std::memory_order_release);
+  qp->resume_at_ns = 0;
+  if (!qp->srq_obj && qp->rq.shared()) {
+    shm::RecvQueueShared* r = qp->rq.shared();
+    r->head.store(r->tail.load(std::memory_order_acquire), std::memory_order_release);
+  }
+  qp->shared->remote_error.store(0, std::memory_order_release);
+  qp->attr = ibv_qp_attr{};
+  qp->attr.path_mig_state = IBV_MIG_MIGRATED;
+  qp->attr.cap = qp->cap;
+}
+
+// Errors that a peer's responder flagged on this QP take effect here.
+void absorb_remote_error_locked(Qp* qp) {
+  if (qp->shared->remote_error.load(std::memory_order_acquire) && qp->state() != IBV_QPS_ERR &&
+      qp->state() != IBV_QPS_RESET)
+    enter_error_locked(qp);
+}
+
+}  // namespace
+
+Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
+  if (int e = check_init_attr(ctx, *attr)) {
+    SV_INFO("create_qp refused (%s)", strerror(e));
+    errno = e;
+    return nullptr;
+  }
+  shm::Arena& arena = ctx->host->arena();
+  int64_t idx = arena.take_qp_index();
+  if (idx < 0) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  auto* qp = new Qp();
+  qp->ctx = ctx;
+  qp->pd_obj = Pd::from(attr->pd);
+  qp->scq = Cq::from(attr->send_cq);
+  qp->rcq = Cq::from(attr->recv_cq);
+  qp->srq_obj = attr->srq ? Srq::from(attr->srq) : nullptr;
+  qp->index = static_cast<uint32_t>(idx);
+  qp->type = attr->qp_type;
+  qp->sig_all = attr->sq_sig_all != 0;
+  qp->send_ops_flags = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ? attr->send_ops_flags : 0;
+
+  ibv_qp_cap& c = qp->cap;
+  c.max_send_wr = static_cast<uint32_t>(round_up_pow2(std::max(attr->cap.max_send_wr, 1u)));
+  c.max_send_sge = std::max(attr->cap.max_send_sge, 1u);
+  c.max_inline_data = static_cast<uint32_t>(align_up(attr->cap.max_inline_data, limits::kInlineGranule));
+  if (qp->srq_obj) {
+    c.max_recv_wr = c.max_recv_sge = 0;  // ignored with an SRQ
+  } else {
+    c.max_recv_wr = attr->cap.max_recv_wr ? static_cast<uint32_t>(round_up_pow2(attr->cap.max_recv_wr)) : 0;
+    c.max_recv_sge = std::max(attr->cap.max_recv_sge, 1u);
+  }
+
+  qp->shared_off = arena.alloc(sizeof(shm::QpShared));
+  int err = qp->shared_off ? 0 : ENOMEM;
+  if (!err && !qp->srq_obj)
+    err = qp->rq.init(arena, c.max_recv_wr, c.max_recv_sge, false, qp->pd_obj->id, ctx->index);
+  if (err) {
+    if (qp->shared_off) arena.free(qp->shared_off, sizeof(shm::QpShared));
+    arena.give_qp_index(qp->index);
+    delete qp;
+    errno = err;
+    return nullptr;
+  }
+  qp->sq.resize(c.max_send_wr);
+  qp->sq_sges.resize(uint64_t{c.max_send_wr} * c.max_send_sge);
+  qp->sq_inline.resize(uint64_t{c.max_send_wr} * c.max_inline_data);
+  qp->sq_mask = c.max_send_wr - 1;
+  attr->cap = c;  // written back: >= what was asked
+
+  uint32_t qpn = shm::make_qpn(ctx->host->slot(), qp->index);
+  shm::QpShared* s = qp->shared = arena.at<shm::QpShared>(qp->shared_off);
+  s->qpn = qpn;
+  s->type = qp->type;
+  s->pd = qp->pd_obj->id;
+  s->ctx_index = ctx->index;
+  s->rq_off = qp->srq_obj ? 0 : qp->rq.shared_off();
+  s->srq_off = qp->srq_obj ? qp->srq_obj->rq.shared_off() : 0;
+  s->recv_cq_off = qp->rcq->shared_off;
+  s->state.store(IBV_QPS_RESET, std::memory_order_relaxed);
+
+  ibv_qp& b = qp->qp_base;
+  b.context = ctx->ibv();
+  b.qp_context = attr->qp_context;
+  b.pd = attr->pd;
+  b.send_cq = attr->send_cq;
+  b.recv_cq = attr->recv_cq;
+  b.srq = attr->srq;
+  b.handle = qpn;
+  b.qp_num = qpn;
+  b.qp_type = qp->type;
+  pthread_mutex_init(&b.mutex, nullptr);
+  pthread_cond_init(&b.cond, nullptr);
+  reset_queues(qp);
+  set_state(qp, IBV_QPS_RESET);
+  install_qp_ex_ops(qp);
+
+  qp->pd_obj->users.fetch_add(1);
+  qp->scq->users.fetch_add(1);
+  qp->rcq->users.fetch_add(1);
+  if (qp->srq_obj) qp->srq_obj->users.fetch_add(1);
+  {
+    std::lock_guard g(ctx->objects_mu);
+    ctx->qps[qpn] = qp;
+  }
+  shm::QpSlotEntry& e = arena.qp_table()[qp->index];
+  e.shared_off.store(qp->shared_off, std::memory_order_relaxed);
+  e.qpn.store(qpn, std::memory_order_release);
+  return qp;
+}
+
+int modify_qp(Qp* qp, ibv_qp_attr* attr, int mask) {
+  std::lock_guard g(qp->sq_mu);
+  absorb_remote_error_locked(qp);
+  ibv_qp_state cur = qp->state();
+  ibv_qp_state next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
+  if ((mask & IBV_QP_STATE) && (next < IBV_QPS_RESET || next > IBV_QPS_ERR)) return EINVAL;
+  if (!qp_mask_ok(cur, next, qp->type, static_cast<unsigned>(mask))) {
+    SV_INFO("modify_qp %#x: %s -> %s with mask %#x is not a valid transition", qp->qp_base.qp_num,
+            qp_state_name(cur), qp_state_name(next), mask);
+    return EINVAL;
+  }
+  if (int e = check_attr_values(qp, *attr, mask)) return e;
+
+  if (next == IBV_QPS_RESET) {
+    reset_queues(qp);
+    set_state(qp, IBV_QPS_RESET);
+    return 0;
+  }
+  apply_attrs(qp, *attr, mask);
+  if (next == IBV_QPS_RTS && cur != IBV_QPS_RTS) {
+    qp->retry_left = qp->attr.retry_cnt;
+    qp->rnr_left = qp->attr.rnr_retry;
+  }
+  if (next == IBV_QPS_ERR) {
+    enter_error_locked(qp);
+    return 0;
+  }
+  set_state(qp, next);
+  if (next == IBV_QPS_SQD && qp->attr.en_sqd_async_notify) {
+    // The send queue is drained at once: WQEs execute synchronously.
+    raise_async_local(qp->ctx, IBV_EVENT_SQ_DRAINED, shm::kAsyncQp, qp->qp_base.qp_num);
+  }
+  if (next == IBV_QPS_RTS) run_send_queue_locked(qp);
+  return 0;
+}
+
+int query_qp(Qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init) {
+  std::lock_guard g(qp->sq_mu);
+  absorb_remote_error_locked(qp);
+  *attr = qp->attr;
+  attr->cur_qp_state = qp->state();
+  attr->cap = qp->cap;
+  attr->sq_draining = 0;
+  if (init) {
+    *init = ibv_qp_init_attr{};
+    init->qp_context = qp->qp_base.qp_context;
+    init->send_cq = qp->qp_base.send_cq;
+    init->recv_cq = qp->qp_base.recv_cq;
+    init->srq = qp->qp_base.srq;
+    init->cap = qp->cap;
+    init->qp_type = qp->type;
+    init->sq_sig_all = qp->sig_all;
+  }
+  return 0;
+}
+
+int destroy_qp(Qp* qp) {
+  // ibv_destroy_qp(3): it fails while the QP is attached to a multicast group.
+  if (qp->mcast_groups.load() != 0) return EBUSY;
+  Context* ctx = qp->ctx;
+  shm::Arena& arena = ctx->host->arena();
+  // Unpublish first: no peer can find the QP any more.
+  arena.qp_table()[qp->index].qpn.store(0, std::memory_order_release);
+  qp->shared->state.store(IBV_QPS_RESET, std::memory_order_release);
+  cancel_resume(qp);
+  {
+    std::lock_guard g(ctx->objects_mu);
+    ctx->qps.erase(qp->qp_base.qp_num);
+  }
+  pthread_mutex_lock(&qp->qp_base.mutex);
+  while (qp->qp_base.events_completed != qp->async_reported)
+    pthread_cond_wait(&qp->qp_base.cond, &qp->qp_base.mutex);
+  pthread_mutex_unlock(&qp->qp_base.mutex);
+  // Completions of this QP may still wait in the send CQ: they must no
+  // longer point at it.
+  {
+    std::lock_guard p(qp->scq->produce_mu);
+    for (LocalCqe& l : qp->scq->local)
+      if (l.qp == qp) l.qp = nullptr;
+  }
+  if (!qp->srq_obj) qp->rq.release(arena);
+  arena.free(qp->shared_off, sizeof(shm::QpShared));
+  arena.give_qp_index(qp->index);
+  qp->pd_obj->users.fetch_sub(1);
+  qp->scq->users.fetch_sub(1);
+  qp->rcq->users.fetch_sub(1);
+  if (qp->srq_obj) qp->srq_obj->users.fetch_sub(1);
+  delete qp;
+  return 0;
+}
+
+void enter_error_locked(Qp* qp) {
+  set_state(qp, IBV_QPS_ERR);
+  qp->resume_at_ns = 0;
+  flush_send_queue_locked(qp);
+  flush_recv_queue(qp);
+}
+
+void handle_qp_attention(Cq* cq) {
+  cq->shared->attention.store(0, std::memory_order_relaxed);
+  std::vector<Qp*> hit;
+  {
+    std::lock_guard g(cq->ctx->objects_mu);
+    for (auto& [qpn, qp] : cq->ctx->qps)
+      if (qp->rcq == cq && qp->shared->remote_error.load(std::memory_order_acquire)) hit.push_back(qp);
+  }
+  for (Qp* qp : hit) {
+    std::lock_guard g(qp->sq_mu);
+    absorb_remote_error_locked(qp);
+  }
+}
+
+int post_recv(Qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  if (qp->srq_obj) {
+    *bad = wr;
+    return EINVAL;  // receives of this QP go to its SRQ
+  }
+  ibv_qp_state st = qp->state();
+  if (st == IBV_QPS_RESET) {
+    *bad = wr;
+    return EINVAL;
+  }
+  int rc = qp->rq.post(wr, bad);
+  if (st == IBV_QPS_ERR || qp->shared->remote_error.load(std::memory_order_relaxed)) {
+    std::lock_guard g(qp->sq_mu);
+    absorb_remote_error_locked(qp);
+    if (qp->state() == IBV_QPS_ERR) flush_recv_queue(qp);
+  }
+  return rc;
+}
+
+int post_send(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  std::lock_guard g(qp->sq_mu);
+  absorb_remote_error_locked(qp);
+  ibv_qp_state st = qp->state();
+  if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) {
+    *bad = wr;
+    return EINVAL;
+  }
+  int rc = 0;
+  for (; wr; wr = wr->next) {
+    if (!opcode_allowed(qp->type, wr->opcode) || wr->num_sge < 0 ||
+        static_cast<uint32_t>(wr->num_sge) > qp->cap.max_send_sge) {
+      rc = EINVAL;
+      break;
+    }
+    if (qp->type == IBV_QPT_UD && !wr->wr.ud.ah) {
+      rc = EINVAL;
+      break;
+    }
+    if (qp->sq_tail - qp->sq_head.load(std::memory_order_acquire) >= qp->cap.max_send_wr) {
+      rc = ENOMEM;
+      break;
+    }
+    uint64_t pos = qp->sq_tail;
+    SendWqe& w = qp->slot(pos);
+    w.wr_id = wr->wr_id;
+    w.opcode = wr->opcode;
+    w.flags = wr->send_flags;
+    w.imm = wr->imm_data;
+    w.signaled = qp->sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+    w.inlined = (wr->send_flags & IBV_SEND_INLINE) &&
+                (wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_SEND_WITH_IMM ||
+                 wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM);
+    w.length = 0;
+    for (int i = 0; i < wr->num_sge; ++i) w.length += wr->sg_list[i].length;
+    if (w.inlined) {
+      if (w.length > qp->cap.max_inline_data) {
+        rc = EINVAL;
+        break;
+      }
+      uint8_t* dst = qp->inline_buf(pos);
+      for (int i = 0; i < wr->num_sge; ++i) {
+        std::memcpy(dst, reinterpret_cast<const void*>(wr->sg_list[i].addr), wr->sg_list[i].length);
+        dst += wr->sg_list[i].length;
+      }
+      w.num_sge = 0;
+    } else {
+      w.num_sge = static_cast<uint32_t>(wr->num_sge);
+      std::memcpy(qp->sges(pos), wr->sg_list, sizeof(ibv_sge) * wr->num_sge);
+    }
+    if (wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
+        wr->opcode == IBV_WR_RDMA_READ) {
+      w.remote_addr = wr->wr.rdma.remote_addr;
+      w.rkey = wr->wr.rdma.rkey;
+    }
+    if (qp->type == IBV_QPT_UD) {
+      Ah* ah = Ah::from(wr->wr.ud.ah);
+      Destination& d = w.ud;
+      d.dgid = ah->attr.grh.dgid;
+      d.qpn = wr->wr.ud.remote_qpn;
+      // IBTA 10.2.4: a Q_Key with the high bit set means "use the QP's own".
+      d.qkey = (wr->wr.ud.remote_qkey & 0x80000000u) ? qp->attr.qkey : wr->wr.ud.remote_qkey;
+      d.sgid_index = ah->attr.grh.sgid_index;
+      d.hop_limit = ah->attr.grh.hop_limit;
+      d.traffic_class = ah->attr.grh.traffic_class;
+      d.flow_label = ah->attr.grh.flow_label;
+      d.sl = ah->attr.sl;
+    }
+    qp->sq_tail = pos + 1;
+  }
+  if (rc) *bad = wr;
+  run_send_queue_locked(qp);
+  return rc;
+}
+
+}  // namespace sv

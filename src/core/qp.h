@@ -1,0 +1,104 @@
+// Queue pairs. The send queue lives in this process only (the initiator does
+// all the work of a send); the receive queue and what peers must know about
+// the QP (state, type, Q_Key, PD, connected QPN) live in the arena.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "core/cq.h"
+#include "core/pd.h"
+#include "core/recv_queue.h"
+#include "core/srq.h"
+#include "shm/layout.h"
+
+namespace sv {
+
+struct SendWqe {
+  uint64_t wr_id = 0;
+  ibv_wr_opcode opcode = IBV_WR_SEND;
+  uint32_t flags = 0;  // ibv_send_flags
+  uint32_t imm = 0;    // imm_data (network order) or invalidate rkey
+  uint32_t num_sge = 0;
+  uint64_t length = 0;
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint64_t compare_add = 0, swap = 0;
+  Destination ud;      // UD: destination from the AH and the WR
+  bool signaled = false;
+  bool inlined = false;
+};
+
+struct Qp : ibv_qp_ex {
+  static Qp* from(ibv_qp* q) { return static_cast<Qp*>(reinterpret_cast<ibv_qp_ex*>(q)); }
+  static Qp* from(ibv_qp_ex* q) { return static_cast<Qp*>(q); }
+  ibv_qp* ibv() { return &qp_base; }
+
+  Context* ctx = nullptr;
+  Pd* pd_obj = nullptr;
+  Cq* scq = nullptr;
+  Cq* rcq = nullptr;
+  Srq* srq_obj = nullptr;
+  uint32_t index = 0;
+  uint64_t shared_off = 0;
+  shm::QpShared* shared = nullptr;
+  RecvQueue rq;  // unused with an SRQ
+
+  ibv_qp_type type = IBV_QPT_RC;
+  ibv_qp_cap cap{};
+  bool sig_all = false;
+  uint64_t send_ops_flags = 0;
+  ibv_qp_attr attr{};  // what ibv_query_qp reports; attr.qp_state is the truth
+
+  // Send queue. Slots [sq_head, sq_exec) are executed but not yet released
+  // by a polled completion; [sq_exec, sq_tail) wait to be executed.
+  std::mutex sq_mu;
+  std::vector<SendWqe> sq;
+  std::vector<ibv_sge> sq_sges;      // cap.max_send_sge per slot
+  std::vector<uint8_t> sq_inline;    // cap.max_inline_data per slot
+  uint64_t sq_mask = 0;
+  std::atomic<uint64_t> sq_head{0};
+  uint64_t sq_exec = 0;
+  uint64_t sq_tail = 0;
+
+  // Retry state of the WQE at sq_exec (RC).
+  uint32_t retry_left = 0;
+  uint32_t rnr_left = 0;
+  uint64_t resume_at_ns = 0;
+  bool scheduled = false;  // waiting in the retry scheduler
+
+  Destination peer;  // RC/UC: the connected remote QP (set at RTR)
+  std::atomic<int> mcast_groups{0};
+  uint32_t async_reported = 0;
+
+  // ibv_wr_* batch state (between wr_start and wr_complete/wr_abort).
+  uint64_t batch_tail = 0;
+  int batch_error = 0;
+  SendWqe* batch_cur = nullptr;
+
+  SendWqe& slot(uint64_t pos) { return sq[pos & sq_mask]; }
+  ibv_sge* sges(uint64_t pos) { return &sq_sges[(pos & sq_mask) * cap.max_send_sge]; }
+  uint8_t* inline_buf(uint64_t pos) { return &sq_inline[(pos & sq_mask) * cap.max_inline_data]; }
+  ibv_qp_state state() const { return attr.qp_state; }
+};
+
+Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr);  // nullptr + errno
+int modify_qp(Qp* qp, ibv_qp_attr* attr, int mask);
+int query_qp(Qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init);
+int destroy_qp(Qp* qp);
+int post_send(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
+int post_recv(Qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
+
+// Moves the QP to ERR and flushes both queues. Caller holds sq_mu.
+void enter_error_locked(Qp* qp);
+// Acts on errors that peers flagged on QPs of this CQ (shared `attention`).
+void handle_qp_attention(Cq* cq);
+
+// The extended post API (ibv_qp_ex wr_* function pointers).
+void install_qp_ex_ops(Qp* qp);
+
+}  // namespace sv

@@ -1,0 +1,206 @@
+// The extended post API of ibv_qp_ex: ibv_wr_start, one ibv_wr_<op> per
+// work request followed by its ibv_wr_set_* calls, then ibv_wr_complete (or
+// ibv_wr_abort). Work requests are staged in the send queue and become
+// visible to the requester only at wr_complete, all or nothing.
+#include <cerrno>
+#include <cstring>
+
+#include "core/qp.h"
+#include "core/requester.h"
+
+namespace sv {
+namespace {
+
+Qp* qp_of(ibv_qp_ex* q) { return Qp::from(q); }
+
+void wr_start(ibv_qp_ex* q) {
+  Qp* qp = qp_of(q);
+  qp->sq_mu.lock();  // held until wr_complete / wr_abort, as the API requires
+  qp->batch_tail = qp->sq_tail;
+  qp->batch_cur = nullptr;
+  qp->batch_error = 0;
+  ibv_qp_state st = qp->state();
+  if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) qp->batch_error = EINVAL;
+}
+
+int wr_complete(ibv_qp_ex* q) {
+  Qp* qp = qp_of(q);
+  int rc = qp->batch_error;
+  if (!rc) {
+    qp->sq_tail = qp->batch_tail;
+    run_send_queue_locked(qp);
+  }
+  qp->batch_cur = nullptr;
+  qp->sq_mu.unlock();
+  return rc;
+}
+
+void wr_abort(ibv_qp_ex* q) {
+  Qp* qp = qp_of(q);
+  qp->batch_cur = nullptr;
+  qp->sq_mu.unlock();
+}
+
+// Starts a new WQE of `op` in the batch, or records why it cannot.
+SendWqe* begin(ibv_qp_ex* q, ibv_wr_opcode op, uint64_t needed_flag) {
+  Qp* qp = qp_of(q);
+  qp->batch_cur = nullptr;
+  if (qp->batch_error) return nullptr;
+  if (!(qp->send_ops_flags & needed_flag)) {
+    qp->batch_error = EOPNOTSUPP;
+    return nullptr;
+  }
+  if (qp->batch_tail - qp->sq_head.load(std::memory_order_acquire) >= qp->cap.max_send_wr) {
+    qp->batch_error = ENOMEM;
+    return nullptr;
+  }
+  SendWqe& w = qp->slot(qp->batch_tail);
+  w = SendWqe{};
+  w.wr_id = q->wr_id;
+  w.flags = q->wr_flags;
+  w.opcode = op;
+  w.signaled = qp->sig_all || (q->wr_flags & IBV_SEND_SIGNALED);
+  if (qp->type != IBV_QPT_UD) w.ud = qp->peer;
+  qp->batch_cur = &w;
+  ++qp->batch_tail;
+  return &w;
+}
+
+uint64_t cur_pos(Qp* qp) { return qp->batch_tail - 1; }
+
+void wr_send(ibv_qp_ex* q) { begin(q, IBV_WR_SEND, IBV_QP_EX_WITH_SEND); }
+void wr_send_imm(ibv_qp_ex* q, __be32 imm) {
+  if (SendWqe* w = begin(q, IBV_WR_SEND_WITH_IMM, IBV_QP_EX_WITH_SEND_WITH_IMM)) w->imm = imm;
+}
+void wr_rdma_write(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) {
+  if (SendWqe* w = begin(q, IBV_WR_RDMA_WRITE, IBV_QP_EX_WITH_RDMA_WRITE)) {
+    w->rkey = rkey;
+    w->remote_addr = addr;
+  }
+}
+void wr_rdma_write_imm(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, __be32 imm) {
+  if (SendWqe* w = begin(q, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)) {
+    w->rkey = rkey;
+    w->remote_addr = addr;
+    w->imm = imm;
+  }
+}
+void wr_rdma_read(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) {
+  if (SendWqe* w = begin(q, IBV_WR_RDMA_READ, IBV_QP_EX_WITH_RDMA_READ)) {
+    w->rkey = rkey;
+    w->remote_addr = addr;
+  }
+}
+
+// Operations the device does not offer (not in send_ops_for()): creating a
+// QP that asks for them fails with EOPNOTSUPP, so these only run if an
+// application calls a pointer it did not ask for.
+void unsupported(ibv_qp_ex* q) {
+  Qp* qp = qp_of(q);
+  qp->batch_cur = nullptr;
+  if (!qp->batch_error) qp->batch_error = EOPNOTSUPP;
+}
+void wr_atomic_cmp_swp(ibv_qp_ex* q, uint32_t, uint64_t, uint64_t, uint64_t) { unsupported(q); }
+void wr_atomic_fetch_add(ibv_qp_ex* q, uint32_t, uint64_t, uint64_t) { unsupported(q); }
+void wr_bind_mw(ibv_qp_ex* q, ibv_mw*, uint32_t, const ibv_mw_bind_info*) { unsupported(q); }
+void wr_local_inv(ibv_qp_ex* q, uint32_t) { unsupported(q); }
+void wr_send_inv(ibv_qp_ex* q, uint32_t) { unsupported(q); }
+void wr_send_tso(ibv_qp_ex* q, void*, uint16_t, uint16_t) { unsupported(q); }
+void wr_atomic_write(ibv_qp_ex* q, uint32_t, uint64_t, const void*) { unsupported(q); }
+void wr_set_xrc_srqn(ibv_qp_ex* q, uint32_t) { unsupported(q); }
+
+void wr_set_ud_addr(ibv_qp_ex* q, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
+  Qp* qp = qp_of(q);
+  SendWqe* w = qp->batch_cur;
+  if (!w) return;
+  if (qp->type != IBV_QPT_UD || !ah) {
+    qp->batch_error = EINVAL;
+    return;
+  }
+  Ah* a = Ah::from(ah);
+  Destination& d = w->ud;
+  d.dgid = a->attr.grh.dgid;
+  d.qpn = remote_qpn;
+  d.qkey = (remote_qkey & 0x80000000u) ? qp->attr.qkey : remote_qkey;
+  d.sgid_index = a->attr.grh.sgid_index;
+  d.hop_limit = a->attr.grh.hop_limit;
+  d.traffic_class = a->attr.grh.traffic_class;
+  d.flow_label = a->attr.grh.flow_label;
+  d.sl = a->attr.sl;
+}
+
+void wr_set_sge_list(ibv_qp_ex* q, size_t n, const ibv_sge* list) {
+  Qp* qp = qp_of(q);
+  SendWqe* w = qp->batch_cur;
+  if (!w) return;
+  if (n > qp->cap.max_send_sge) {
+    qp->batch_error = EINVAL;
+    return;
+  }
+  w->inlined = false;
+  w->num_sge = static_cast<uint32_t>(n);
+  w->length = 0;
+  ibv_sge* dst = qp->sges(cur_pos(qp));
+  for (size_t i = 0; i < n; ++i) {
+    dst[i] = list[i];
+    w->length += list[i].length;
+  }
+}
+
+void wr_set_sge(ibv_qp_ex* q, uint32_t lkey, uint64_t addr, uint32_t length) {
+  ibv_sge s{addr, length, lkey};
+  wr_set_sge_list(q, 1, &s);
+}
+
+void wr_set_inline_data_list(ibv_qp_ex* q, size_t n, const ibv_data_buf* bufs) {
+  Qp* qp = qp_of(q);
+  SendWqe* w = qp->batch_cur;
+  if (!w) return;
+  size_t total = 0;
+  for (size_t i = 0; i < n; ++i) total += bufs[i].length;
+  if (total > qp->cap.max_inline_data) {
+    qp->batch_error = EINVAL;
+    return;
+  }
+  uint8_t* dst = qp->inline_buf(cur_pos(qp));
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(dst, bufs[i].addr, bufs[i].length);
+    dst += bufs[i].length;
+  }
+  w->inlined = true;
+  w->num_sge = 0;
+  w->length = total;
+}
+
+void wr_set_inline_data(ibv_qp_ex* q, void* addr, size_t length) {
+  ibv_data_buf b{addr, length};
+  wr_set_inline_data_list(q, 1, &b);
+}
+
+}  // namespace
+
+void install_qp_ex_ops(Qp* qp) {
+  qp->wr_atomic_cmp_swp = wr_atomic_cmp_swp;
+  qp->wr_atomic_fetch_add = wr_atomic_fetch_add;
+  qp->wr_bind_mw = wr_bind_mw;
+  qp->wr_local_inv = wr_local_inv;
+  qp->wr_rdma_read = wr_rdma_read;
+  qp->wr_rdma_write = wr_rdma_write;
+  qp->wr_rdma_write_imm = wr_rdma_write_imm;
+  qp->wr_send = wr_send;
+  qp->wr_send_imm = wr_send_imm;
+  qp->wr_send_inv = wr_send_inv;
+  qp->wr_send_tso = wr_send_tso;
+  qp->wr_set_ud_addr = wr_set_ud_addr;
+  qp->wr_set_xrc_srqn = wr_set_xrc_srqn;
+  qp->wr_set_inline_data = wr_set_inline_data;
+  qp->wr_set_inline_data_list = wr_set_inline_data_list;
+  qp->wr_set_sge = wr_set_sge;
+  qp->wr_set_sge_list = wr_set_sge_list;
+  qp->wr_start = wr_start;
+  qp->wr_complete = wr_complete;
+  qp->wr_abort = wr_abort;
+  qp->wr_atomic_write = wr_atomic_write;
+}
+
+}  // namespace sv

@@ -1,0 +1,56 @@
+// Receive queues, of a QP or shared (SRQ). The owner posts WQEs into a ring
+// in its arena; whoever delivers a message (a peer, or the owner flushing)
+// takes the oldest one under the queue's robust lock.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <mutex>
+
+#include "core/limits.h"
+#include "shm/arena.h"
+#include "shm/layout.h"
+#include "shm/peers.h"
+
+namespace sv {
+
+// A WQE taken from a receive queue, copied out of shared memory.
+struct RecvWqeCopy {
+  uint64_t wr_id;
+  uint32_t num_sge;
+  ibv_sge sge[limits::kMaxSge];
+};
+
+class RecvQueue {
+ public:
+  // Allocates the ring: capacity = max_wr rounded up to a power of two.
+  int init(shm::Arena& arena, uint32_t max_wr, uint32_t max_sge, bool is_srq, uint32_t pd, uint32_t ctx_index);
+  void release(shm::Arena& arena);
+
+  // ibv_post_recv / ibv_post_srq_recv: EINVAL (too many SGEs), ENOMEM (full).
+  int post(ibv_recv_wr* wr, ibv_recv_wr** bad);
+  // WQEs posted and not yet taken.
+  uint32_t outstanding() const;
+
+  uint32_t capacity() const { return shared_ ? shared_->capacity : 0; }
+  uint32_t max_sge() const { return shared_ ? shared_->max_sge : 0; }
+  uint64_t shared_off() const { return shared_off_; }
+  shm::RecvQueueShared* shared() const { return shared_; }
+
+ private:
+  shm::Arena* arena_ = nullptr;
+  uint64_t shared_off_ = 0;
+  shm::RecvQueueShared* shared_ = nullptr;
+  uint8_t* ring_ = nullptr;
+  std::mutex post_mu_;
+};
+
+// Takes the oldest WQE of the queue at `q` in `owner`'s arena. False if empty.
+// `left` (optional) receives the number of WQEs still queued after this one.
+bool take_recv_wqe(const shm::Peer& owner, shm::RecvQueueShared* q, RecvWqeCopy* out, uint64_t* left = nullptr);
+
+// The receive queue of `owner` at arena offset `off`, or nullptr if implausible.
+shm::RecvQueueShared* peer_recv_queue(const shm::Peer& owner, uint64_t off);
+
+}  // namespace sv

@@ -1,0 +1,250 @@
+#include "core/requester.h"
+
+#include <cstring>
+
+#include "core/limits.h"
+#include "core/mr.h"
+#include "core/qp.h"
+#include "core/scheduler.h"
+#include "core/transport.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+namespace sv {
+namespace {
+
+constexpr uint64_t kRetryForeverPeriodNs = 100'000'000ull;  // timeout 0: keep trying, 10 times a second
+
+// IBTA table 45: RNR NAK timer field to microseconds x 100.
+constexpr uint32_t kRnrTimerCentiUs[32] = {
+    65536, 1,    2,    3,    4,    6,    8,    12,   16,   24,    32,    48,    64,    96,    128,   192,
+    256,   384,  512,  768,  1024, 1536, 2048, 3072, 4096, 6144,  8192,  12288, 16384, 24576, 32768, 49152};
+
+uint64_t rnr_delay_ns(uint8_t code) { return uint64_t{kRnrTimerCentiUs[code & 31]} * 10'000; }
+// Local ACK timeout: 4.096 us * 2^timeout.
+uint64_t ack_timeout_ns(uint8_t timeout) { return (4096ull << (timeout & 31)); }
+
+ibv_wc_opcode wc_opcode_of(ibv_wr_opcode op) {
+  switch (op) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+      return IBV_WC_RDMA_WRITE;
+    case IBV_WR_RDMA_READ:
+      return IBV_WC_RDMA_READ;
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+      return IBV_WC_COMP_SWAP;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      return IBV_WC_FETCH_ADD;
+    case IBV_WR_LOCAL_INV:
+      return IBV_WC_LOCAL_INV;
+    case IBV_WR_BIND_MW:
+      return IBV_WC_BIND_MW;
+    case IBV_WR_TSO:
+      return IBV_WC_TSO;
+    default:
+      return IBV_WC_SEND;
+  }
+}
+
+bool writes_local_memory(ibv_wr_opcode op) {
+  return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+// Generates the completion of the WQE at `pos` (successful unsignaled WQEs
+// generate none) and moves on.
+void complete(Qp* qp, uint64_t pos, ibv_wc_status status) {
+  SendWqe& w = qp->slot(pos);
+  if (status != IBV_WC_SUCCESS || w.signaled) {
+    shm::CqeFields c{};
+    c.wr_id = w.wr_id;
+    c.status = status;
+    c.opcode = wc_opcode_of(w.opcode);
+    c.byte_len = static_cast<uint32_t>(w.length);
+    c.qp_num = qp->qp_base.qp_num;
+    c.vendor_err = status == IBV_WC_SUCCESS ? 0 : 0x100 + status;
+    push_local(qp->scq, c, qp, pos);
+  }
+  qp->sq_exec = pos + 1;
+  qp->resume_at_ns = 0;
+  qp->retry_left = qp->attr.retry_cnt;
+  qp->rnr_left = qp->attr.rnr_retry;
+}
+
+void fail(Qp* qp, uint64_t pos, ibv_wc_status status) {
+  SV_INFO("QP %#x: send WQE %lu completes with %s", qp->qp_base.qp_num, pos, ibv_wc_status_str(status));
+  complete(qp, pos, status);
+  enter_error_locked(qp);
+}
+
+// Collects the local memory of the WQE's SGEs, checking each lkey.
+bool gather(Qp* qp, uint64_t pos, Piece* pieces, uint32_t* count) {
+  SendWqe& w = qp->slot(pos);
+  *count = 0;
+  if (w.inlined) {
+    if (w.length) pieces[(*count)++] = Piece{qp->inline_buf(pos), static_cast<uint32_t>(w.length)};
+    return true;
+  }
+  const shm::MrEntry* table = qp->ctx->host->arena().mr_table();
+  unsigned need = writes_local_memory(w.opcode) ? IBV_ACCESS_LOCAL_WRITE : 0;
+  ibv_sge* sg = qp->sges(pos);
+  for (uint32_t i = 0; i < w.num_sge; ++i) {
+    if (sg[i].length == 0) continue;
+    auto v = read_mr(table, sg[i].lkey);
+    if (!v || v->pd != qp->pd_obj->id || (v->access & need) != need || !v->covers(sg[i].addr, sg[i].length))
+      return false;
+    pieces[(*count)++] = Piece{reinterpret_cast<uint8_t*>(v->owner_vaddr(sg[i].addr)), sg[i].length};
+  }
+  return true;
+}
+
+Message message_for(Qp* qp, const SendWqe& w) {
+  Message m;
+  m.qp_type = qp->type;
+  m.opcode = w.opcode;
+  m.src_qpn = qp->qp_base.qp_num;
+  m.dst = qp->type == IBV_QPT_UD ? w.ud : qp->peer;
+  m.imm = w.imm;
+  m.solicited = w.flags & IBV_SEND_SOLICITED;
+  m.length = w.length;
+  m.remote_addr = w.remote_addr;
+  m.rkey = w.rkey;
+  m.compare_add = w.compare_add;
+  m.swap = w.swap;
+  GidEntry sgid;
+  if (qp->ctx->gid_at(m.dst.sgid_index, &sgid)) m.sgid = sgid.gid;
+  return m;
+}
+
+// Executes the WQE at sq_exec. False when the queue must wait (retry later).
+bool execute_next(Qp* qp) {
+  const uint64_t pos = qp->sq_exec;
+  SendWqe& w = qp->slot(pos);
+  if (w.length > limits::kMaxMsgSize) {
+    fail(qp, pos, IBV_WC_LOC_LEN_ERR);
+    return true;
+  }
+  // IBTA C10-93.1.1: a UD message longer than the port MTU is not sent,
+  // and it is not an error either.
+  if (qp->type == IBV_QPT_UD && w.length > limits::kMtuBytes) {
+    complete(qp, pos, IBV_WC_SUCCESS);
+    return true;
+  }
+  Piece pieces[limits::kMaxSge];
+  uint32_t n = 0;
+  if (!gather(qp, pos, pieces, &n)) {
+    fail(qp, pos, IBV_WC_LOC_PROT_ERR);
+    return true;
+  }
+  Message m = message_for(qp, w);
+  if (writes_local_memory(w.opcode)) {
+    m.sink = pieces;
+    m.num_sink = n;
+  } else {
+    m.pieces = pieces;
+    m.num_pieces = n;
+  }
+  Transport* t = qp->ctx->transport_for(m.dst.dgid);
+  Response r = t ? t->deliver(m)
+                 : Response{qp->type == IBV_QPT_RC ? Outcome::kNoResponse : Outcome::kDropped, 0};
+  switch (r.outcome) {
+    case Outcome::kAck:
+    case Outcome::kDropped:
+      complete(qp, pos, IBV_WC_SUCCESS);
+      return true;
+    case Outcome::kNoResponse: {
+      if (qp->type != IBV_QPT_RC) {
+        complete(qp, pos, IBV_WC_SUCCESS);
+        return true;
+      }
+      uint64_t now = monotonic_ns();
+      if (qp->attr.timeout == 0) {  // no local ACK timeout: wait as long as it takes
+        qp->resume_at_ns = now + kRetryForeverPeriodNs;
+        return false;
+      }
+      if (qp->resume_at_ns == 0) {  // first attempt: wait one timeout before retrying
+        qp->resume_at_ns = now + ack_timeout_ns(qp->attr.timeout);
+        return false;
+      }
+      if (qp->retry_left == 0) {
+        fail(qp, pos, IBV_WC_RETRY_EXC_ERR);
+        return true;
+      }
+      --qp->retry_left;
+      qp->resume_at_ns = now + ack_timeout_ns(qp->attr.timeout);
+      return false;
+    }
+    case Outcome::kRnr:
+      if (qp->rnr_left == 0) {
+        fail(qp, pos, IBV_WC_RNR_RETRY_EXC_ERR);
+        return true;
+      }
+      if (qp->rnr_left != 7) --qp->rnr_left;  // 7 means retry forever
+      qp->resume_at_ns = monotonic_ns() + rnr_delay_ns(r.rnr_timer);
+      return false;
+    case Outcome::kRemoteAccess:
+      fail(qp, pos, IBV_WC_REM_ACCESS_ERR);
+      return true;
+    case Outcome::kRemoteInvalid:
+      fail(qp, pos, IBV_WC_REM_INV_REQ_ERR);
+      return true;
+    case Outcome::kRemoteOperational:
+      fail(qp, pos, IBV_WC_REM_OP_ERR);
+      return true;
+  }
+  return true;
+}
+
+}  // namespace
+
+void run_send_queue_locked(Qp* qp) {
+  while (qp->sq_exec != qp->sq_tail) {
+    if (qp->state() == IBV_QPS_ERR || qp->state() == IBV_QPS_SQE) {
+      flush_send_queue_locked(qp);
+      return;
+    }
+    if (qp->state() != IBV_QPS_RTS) return;  // SQD: hold until RTS again
+    if (qp->resume_at_ns && monotonic_ns() < qp->resume_at_ns) {
+      if (!qp->scheduled) {
+        qp->scheduled = true;
+        schedule_resume(qp, qp->resume_at_ns);
+      }
+      return;
+    }
+    if (!execute_next(qp)) {
+      qp->scheduled = true;
+      schedule_resume(qp, qp->resume_at_ns);
+      return;
+    }
+  }
+}
+
+void resume_send_queue(Qp* qp) {
+  std::lock_guard g(qp->sq_mu);
+  qp->scheduled = false;
+  run_send_queue_locked(qp);
+}
+
+void flush_send_queue_locked(Qp* qp) {
+  while (qp->sq_exec != qp->sq_tail) {
+    uint64_t pos = qp->sq_exec;
+    complete(qp, pos, IBV_WC_WR_FLUSH_ERR);
+  }
+}
+
+void flush_recv_queue(Qp* qp) {
+  if (qp->srq_obj || !qp->rq.shared()) return;
+  const shm::Peer* self = qp->ctx->host->peers().get(qp->ctx->host->slot());
+  if (!self) return;
+  RecvWqeCopy w;
+  while (take_recv_wqe(*self, qp->rq.shared(), &w)) {
+    shm::CqeFields c{};
+    c.wr_id = w.wr_id;
+    c.status = IBV_WC_WR_FLUSH_ERR;
+    c.opcode = IBV_WC_RECV;
+    c.qp_num = qp->qp_base.qp_num;
+    c.vendor_err = 0x100 + IBV_WC_WR_FLUSH_ERR;
+    push_local(qp->rcq, c, nullptr, 0);
+  }
+}
+
+}  // namespace sv

@@ -1,0 +1,21 @@
+// The requester: executes a QP's send queue in order, one WQE at a time,
+// through the transport that reaches the destination, and turns the
+// responder's answer into a completion, a retry later, or the error state.
+#pragma once
+
+#include <cstdint>
+
+namespace sv {
+
+struct Qp;
+
+// Runs posted WQEs until the queue is empty or must wait. Holds sq_mu.
+void run_send_queue_locked(Qp* qp);
+// Scheduler entry point (takes sq_mu).
+void resume_send_queue(Qp* qp);
+// Completes every WQE not yet executed with IBV_WC_WR_FLUSH_ERR. Holds sq_mu.
+void flush_send_queue_locked(Qp* qp);
+// Completes every posted receive WQE with IBV_WC_WR_FLUSH_ERR.
+void flush_recv_queue(Qp* qp);
+
+}  // namespace sv

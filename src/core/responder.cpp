@@ -1,0 +1,253 @@
+#include "core/responder.h"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "core/async_events.h"
+#include "core/cq.h"
+#include "core/grh.h"
+#include "core/mr.h"
+#include "core/recv_queue.h"
+#include "core/target_memory.h"
+#include "util/log.h"
+
+namespace sv {
+namespace {
+
+bool can_receive(uint32_t state) {
+  return state == IBV_QPS_RTR || state == IBV_QPS_RTS || state == IBV_QPS_SQD || state == IBV_QPS_SQE;
+}
+
+// No answer for RC (the requester will time out), silent loss otherwise.
+Response lost(const Message& m) {
+  return Response{m.qp_type == IBV_QPT_RC ? Outcome::kNoResponse : Outcome::kDropped, 0};
+}
+
+const shm::MrEntry* mr_table(const shm::Peer& owner) {
+  return owner.at<shm::MrEntry>(owner.header()->mr_table);
+}
+
+// Scatters a byte stream into the SGEs of a receive WQE of the target.
+class Scatter {
+ public:
+  Scatter(const shm::Peer& owner, uint32_t pd, const RecvWqeCopy& wqe) : owner_(owner), pd_(pd), wqe_(wqe) {}
+
+  // Appends `len` bytes; false with `status` set when they do not fit or an
+  // SGE is invalid.
+  bool put(const uint8_t* src, uint64_t len) {
+    while (len) {
+      if (sge_ >= wqe_.num_sge) return fail(IBV_WC_LOC_LEN_ERR);
+      const ibv_sge& s = wqe_.sge[sge_];
+      if (off_ == 0 && !validate(s)) return false;
+      uint64_t n = std::min<uint64_t>(len, s.length - off_);
+      if (n && !write_to_mr(owner_, view_, s.addr + off_, src, n)) return fail(IBV_WC_LOC_PROT_ERR);
+      src += n;
+      len -= n;
+      off_ += n;
+      if (off_ == s.length) {
+        ++sge_;
+        off_ = 0;
+      }
+    }
+    return true;
+  }
+  ibv_wc_status status() const { return status_; }
+
+ private:
+  bool validate(const ibv_sge& s) {
+    if (s.length == 0) {
+      ++sge_;
+      return true;
+    }
+    const shm::MrEntry* table = mr_table(owner_);
+    auto v = table ? read_mr(table, s.lkey) : std::nullopt;
+    if (!v || v->pd != pd_ || !(v->access & IBV_ACCESS_LOCAL_WRITE) || !v->covers(s.addr, s.length))
+      return fail(IBV_WC_LOC_PROT_ERR);
+    view_ = *v;
+    return true;
+  }
+  bool fail(ibv_wc_status s) {
+    status_ = s;
+    return false;
+  }
+
+  const shm::Peer& owner_;
+  uint32_t pd_;
+  const RecvWqeCopy& wqe_;
+  uint32_t sge_ = 0;
+  uint64_t off_ = 0;
+  MrView view_;
+  ibv_wc_status status_ = IBV_WC_SUCCESS;
+};
+
+// The responder's QP goes to the error state; its owner acts on it at its
+// next poll of the receive CQ (or post / query on that QP). Some errors are
+// also reported as an async event (`event`), others only by the completion.
+void flag_target_error(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t,
+                       std::optional<ibv_event_type> event) {
+  if (t.remote_error.exchange(1)) return;
+  if (shm::CqShared* cq = peer_cq(owner, t.recv_cq_off)) cq->attention.store(1, std::memory_order_release);
+  if (event) raise_async(peers, owner, t.ctx_index, *event, shm::kAsyncQp, t.qpn);
+}
+
+void complete_receive(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const shm::CqeFields& c) {
+  shm::CqShared* cq = peer_cq(owner, t.recv_cq_off);
+  if (!cq) return;
+  if (!push_shared(peers, owner, cq, c) && !cq->overrun.exchange(2))
+    raise_async(peers, owner, t.ctx_index, IBV_EVENT_CQ_ERR, shm::kAsyncCq, cq->cq_id);
+}
+
+// An rkey check: the MR exists, belongs to the QP's PD, allows `access`,
+// covers the range, and the QP allows remote `access` too.
+std::optional<MrView> check_rkey(const shm::Peer& owner, const shm::QpShared& t, uint32_t rkey, uint64_t addr,
+                                 uint64_t len, unsigned access) {
+  if (!(t.access_flags & access)) return std::nullopt;
+  const shm::MrEntry* table = mr_table(owner);
+  auto v = table ? read_mr(table, rkey) : std::nullopt;
+  if (!v || v->pd != t.pd || !(v->access & access) || !v->covers(addr, len)) return std::nullopt;
+  return v;
+}
+
+shm::RecvQueueShared* receive_queue(const shm::Peer& owner, const shm::QpShared& t) {
+  return peer_recv_queue(owner, t.srq_off ? t.srq_off : t.rq_off);
+}
+
+void check_srq_limit(shm::PeerTable& peers, const shm::Peer& owner, shm::RecvQueueShared* q, uint64_t left) {
+  if (!q->is_srq) return;
+  uint32_t limit = q->limit.load(std::memory_order_acquire);
+  if (limit && left < limit && q->limit.compare_exchange_strong(limit, 0))
+    raise_async(peers, owner, q->ctx_index, IBV_EVENT_SRQ_LIMIT_REACHED, shm::kAsyncSrq, q->srqn);
+}
+
+shm::CqeFields receive_cqe(const shm::QpShared& t, const Message& m, const RecvWqeCopy& w) {
+  shm::CqeFields c{};
+  c.wr_id = w.wr_id;
+  c.status = IBV_WC_SUCCESS;
+  c.qp_num = t.qpn;
+  c.src_qp = m.src_qpn;
+  c.sl = m.dst.sl;
+  c.solicited = m.solicited;
+  if (m.opcode == IBV_WR_SEND_WITH_IMM || m.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+    c.wc_flags |= IBV_WC_WITH_IMM;
+    c.imm_or_inv = m.imm;
+  }
+  c.opcode = m.opcode == IBV_WR_RDMA_WRITE_WITH_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
+  return c;
+}
+
+Response respond_send(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Message& m) {
+  shm::RecvQueueShared* q = receive_queue(owner, t);
+  RecvWqeCopy w;
+  uint64_t left = 0;
+  if (!q || !take_recv_wqe(owner, q, &w, &left)) {
+    if (m.qp_type == IBV_QPT_RC) return Response{Outcome::kRnr, static_cast<uint8_t>(t.min_rnr_timer)};
+    return Response{Outcome::kDropped, 0};
+  }
+  shm::CqeFields c = receive_cqe(t, m, w);
+  Scatter s(owner, t.pd, w);
+  bool ok = true;
+  if (m.qp_type == IBV_QPT_UD) {
+    uint8_t grh[kGrhBytes];
+    build_grh(grh, m.sgid, m.dst.dgid, m.dst.traffic_class, m.dst.hop_limit, m.dst.flow_label,
+              static_cast<uint32_t>(m.length));
+    ok = s.put(grh, kGrhBytes);
+    c.wc_flags |= IBV_WC_GRH;
+    c.byte_len = static_cast<uint32_t>(m.length + kGrhBytes);
+  } else {
+    c.byte_len = static_cast<uint32_t>(m.length);
+  }
+  for (uint32_t i = 0; ok && i < m.num_pieces; ++i) ok = s.put(m.pieces[i].addr, m.pieces[i].len);
+  if (!ok) c.status = s.status();
+  complete_receive(peers, owner, t, c);
+  check_srq_limit(peers, owner, q, left);
+  if (ok) return Response{Outcome::kAck, 0};
+  SV_INFO("responder QP %#x: receive WQE failed with %s", t.qpn, ibv_wc_status_str(s.status()));
+  if (m.qp_type == IBV_QPT_UD) return Response{Outcome::kAck, 0};  // UD: only the receiver sees it
+  flag_target_error(peers, owner, t, std::nullopt);
+  if (m.qp_type == IBV_QPT_UC) return Response{Outcome::kDropped, 0};
+  return Response{s.status() == IBV_WC_LOC_LEN_ERR ? Outcome::kRemoteInvalid : Outcome::kRemoteOperational, 0};
+}
+
+Response respond_write(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Message& m) {
+  // WRITE with immediate consumes a receive WQE: check for one first, so an
+  // RNR leaves the target memory untouched.
+  shm::RecvQueueShared* q = nullptr;
+  RecvWqeCopy w;
+  uint64_t left = 0;
+  bool with_imm = m.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+  if (with_imm) {
+    q = receive_queue(owner, t);
+    if (!q || !take_recv_wqe(owner, q, &w, &left)) {
+      if (m.qp_type == IBV_QPT_RC) return Response{Outcome::kRnr, static_cast<uint8_t>(t.min_rnr_timer)};
+      return Response{Outcome::kDropped, 0};
+    }
+  }
+  bool ok = true;
+  if (m.length) {
+    auto v = check_rkey(owner, t, m.rkey, m.remote_addr, m.length, IBV_ACCESS_REMOTE_WRITE);
+    ok = v.has_value();
+    uint64_t at = m.remote_addr;
+    for (uint32_t i = 0; ok && i < m.num_pieces; ++i) {
+      ok = write_to_mr(owner, *v, at, m.pieces[i].addr, m.pieces[i].len);
+      at += m.pieces[i].len;
+    }
+  }
+  if (!ok) {
+    SV_INFO("responder QP %#x: RDMA WRITE rkey %#x [%#lx, +%lu) refused", t.qpn, m.rkey, m.remote_addr, m.length);
+    if (m.qp_type == IBV_QPT_UC) return Response{Outcome::kDropped, 0};
+    flag_target_error(peers, owner, t, IBV_EVENT_QP_ACCESS_ERR);
+    return Response{Outcome::kRemoteAccess, 0};
+  }
+  if (with_imm) {
+    shm::CqeFields c = receive_cqe(t, m, w);
+    c.byte_len = static_cast<uint32_t>(m.length);
+    complete_receive(peers, owner, t, c);
+    check_srq_limit(peers, owner, q, left);
+  }
+  return Response{Outcome::kAck, 0};
+}
+
+Response respond_read(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Message& m) {
+  bool ok = true;
+  if (m.length) {
+    auto v = check_rkey(owner, t, m.rkey, m.remote_addr, m.length, IBV_ACCESS_REMOTE_READ);
+    ok = v.has_value();
+    uint64_t at = m.remote_addr;
+    for (uint32_t i = 0; ok && i < m.num_sink; ++i) {
+      ok = read_from_mr(owner, *v, at, m.sink[i].addr, m.sink[i].len);
+      at += m.sink[i].len;
+    }
+  }
+  if (ok) return Response{Outcome::kAck, 0};
+  SV_INFO("responder QP %#x: RDMA READ rkey %#x [%#lx, +%lu) refused", t.qpn, m.rkey, m.remote_addr, m.length);
+  flag_target_error(peers, owner, t, IBV_EVENT_QP_ACCESS_ERR);
+  return Response{Outcome::kRemoteAccess, 0};
+}
+
+}  // namespace
+
+Response respond(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Message& m) {
+  uint32_t state = t.state.load(std::memory_order_acquire);
+  if (!can_receive(state) || t.type != static_cast<uint32_t>(m.qp_type)) return lost(m);
+  if (t.remote_error.load(std::memory_order_relaxed)) return lost(m);
+  if (m.qp_type == IBV_QPT_UD) {
+    if (t.qkey != m.dst.qkey) return lost(m);  // Q_Key violation: silently dropped
+  } else if (t.dest_qpn != m.src_qpn) {
+    return lost(m);  // not connected to us
+  }
+  switch (m.opcode) {
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM:
+      return respond_send(peers, owner, t, m);
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+      return respond_write(peers, owner, t, m);
+    case IBV_WR_RDMA_READ:
+      return respond_read(peers, owner, t, m);
+    default:
+      return Response{Outcome::kRemoteInvalid, 0};
+  }
+}
+
+}  // namespace sv

@@ -1,0 +1,18 @@
+// The responder: what a NIC does when a message arrives at a QP. It runs in
+// whichever process holds the message: over shared memory, the initiator
+// itself, on the target's queues mapped from the target's arena; over the
+// network, the target process, on its own queues. It checks the target QP's
+// state, type, connection and Q_Key, takes a receive WQE (or checks the
+// rkey), moves the bytes, writes the receive completion into the target's
+// CQ and wakes the target if its CQ is armed.
+#pragma once
+
+#include "core/message.h"
+#include "shm/layout.h"
+#include "shm/peers.h"
+
+namespace sv {
+
+Response respond(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& target, const Message& m);
+
+}  // namespace sv

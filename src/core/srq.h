@@ -1,0 +1,32 @@
+// Shared receive queues.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+
+#include "core/pd.h"
+#include "core/recv_queue.h"
+
+namespace sv {
+
+struct Srq : ibv_srq {
+  static Srq* from(ibv_srq* s) { return static_cast<Srq*>(s); }
+  Context* ctx = nullptr;
+  Pd* pd_obj = nullptr;
+  uint32_t srqn = 0;
+  uint32_t index = 0;
+  RecvQueue rq;
+  uint32_t max_wr = 0, max_sge = 0;
+  std::atomic<int> users{0};  // QPs attached: destroy fails with EBUSY
+  uint32_t async_reported = 0;
+};
+
+// ibv_create_srq: attr->max_wr / max_sge are rounded up and written back.
+Srq* create_srq(Pd* pd, ibv_srq_init_attr* attr);  // nullptr + errno
+int modify_srq(Srq* srq, ibv_srq_attr* attr, int mask);
+int query_srq(Srq* srq, ibv_srq_attr* attr);
+int destroy_srq(Srq* srq);
+int post_srq_recv(Srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
+
+}  // namespace sv

@@ -1,0 +1,26 @@
+// The transport interface: how a message reaches the responder QP.
+//
+// The verbs layer and the NIC model (requester, responder, completions,
+// errors, retries) are the same for every transport; a transport only moves
+// the message and brings back the responder's answer:
+//  * shared memory (transport/shm_transport.*): the initiator runs the
+//    responder itself, on the target's queues mapped from its arena;
+//  * RoCEv2/UDP (a later issue): packets, PSNs, ACKs and retransmission;
+//    the target's transport runs the same responder on arrival.
+#pragma once
+
+#include "core/message.h"
+
+namespace sv {
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  // Delivers `m` to (m.dst.dgid, m.dst.qpn). A synchronous transport returns
+  // the responder's answer; an asynchronous one will report it through the
+  // requester's completion path instead (docs/ARCHITECTURE.md).
+  virtual Response deliver(const Message& m) = 0;
+};
+
+}  // namespace sv

@@ -1,0 +1,91 @@
+// This process's arena: one memfd, mapped whole, holding every table and
+// queue that peers must reach. Peers map the same memfd (through
+// /proc/<pid>/fd/<n>) once, and then reach any object by its offset.
+//
+// Layout: header | QP table | MR table | SRQ table | doorbells | contexts |
+// heap (queues, object blocks) | overlay region (pages that back registered
+// memory, see overlay.h). The file is sparse: untouched pages cost nothing.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+
+#include "shm/extent_allocator.h"
+#include "shm/index_pool.h"
+#include "shm/layout.h"
+
+namespace sv::shm {
+
+class Arena {
+ public:
+  // Creates the memfd and lays out the tables. nullptr (errno set) on failure.
+  static Arena* create(uint64_t size);
+
+  int fd() const { return fd_; }
+  uint64_t inode() const { return ino_; }
+  uint64_t size() const { return size_; }
+  uint8_t* base() const { return base_; }
+  ArenaHeader* header() const { return reinterpret_cast<ArenaHeader*>(base_); }
+
+  template <typename T>
+  T* at(uint64_t off) const { return reinterpret_cast<T*>(base_ + off); }
+  uint64_t offset_of(const void* p) const { return static_cast<const uint8_t*>(p) - base_; }
+
+  QpSlotEntry* qp_table() const { return at<QpSlotEntry>(header()->qp_table); }
+  MrEntry* mr_table() const { return at<MrEntry>(header()->mr_table); }
+  SrqSlotEntry* srq_table() const { return at<SrqSlotEntry>(header()->srq_table); }
+  DoorbellEntry* doorbells() const { return at<DoorbellEntry>(header()->doorbells); }
+  ContextShared* contexts() const { return at<ContextShared>(header()->contexts); }
+
+  // Zeroed, 64-byte aligned block in the heap region; 0 when exhausted.
+  uint64_t alloc(uint64_t bytes);
+  void free(uint64_t off, uint64_t bytes);
+
+  // Owner-side allocation of table indices. The caller publishes the entry.
+  int64_t take_qp_index() { return locked_take(qp_ids_); }
+  int64_t take_mr_index() { return locked_take(mr_ids_); }
+  int64_t take_srq_index() { return locked_take(srq_ids_); }
+  int64_t take_doorbell_index() { return locked_take(doorbell_ids_); }
+  int64_t take_context_index() { return locked_take(context_ids_); }
+  void give_qp_index(uint32_t i) { locked_give(qp_ids_, i); }
+  void give_mr_index(uint32_t i) { locked_give(mr_ids_, i); }
+  void give_srq_index(uint32_t i) { locked_give(srq_ids_, i); }
+  void give_doorbell_index(uint32_t i) { locked_give(doorbell_ids_, i); }
+  void give_context_index(uint32_t i) { locked_give(context_ids_, i); }
+  uint32_t mr_rotation() { return ++mr_rotation_; }
+
+  // Region for registered-memory overlays (page granular), owned by overlay.h.
+  ExtentAllocator& overlay_space() { return overlay_space_; }
+  std::mutex& overlay_mutex() { return overlay_mu_; }
+
+  // Gives pages of [off, off+len) back to the kernel (punches a hole).
+  void discard(uint64_t off, uint64_t len);
+
+ private:
+  Arena(int fd, uint64_t ino, uint8_t* base, uint64_t size);
+  int64_t locked_take(IndexPool& p) {
+    std::lock_guard g(mu_);
+    return p.take();
+  }
+  void locked_give(IndexPool& p, uint32_t i) {
+    std::lock_guard g(mu_);
+    p.give_back(i);
+  }
+
+  int fd_;
+  uint64_t ino_;
+  uint8_t* base_;
+  uint64_t size_;
+  std::mutex mu_;
+  ExtentAllocator heap_;
+  IndexPool qp_ids_{0, kMaxQps};
+  IndexPool mr_ids_{1, kMaxMrs};  // index 0 unused: key 0 means "free"
+  IndexPool srq_ids_{1, kMaxSrqs};
+  IndexPool doorbell_ids_{0, kMaxDoorbells};
+  IndexPool context_ids_{0, kMaxContexts};
+  uint32_t mr_rotation_ = 0;
+  std::mutex overlay_mu_;
+  ExtentAllocator overlay_space_;
+};
+
+}  // namespace sv::shm

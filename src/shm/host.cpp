@@ -1,0 +1,68 @@
+#include "shm/host.h"
+
+#include <pthread.h>
+#include <sys/prctl.h>
+
+#include <cerrno>
+#include <mutex>
+
+#include "shm/keeper.h"
+#include "util/knobs.h"
+#include "util/log.h"
+
+namespace sv::shm {
+namespace {
+
+std::mutex g_attach_mu;
+Host* g_host = nullptr;
+
+void forget_host_in_child() {
+  // The child inherits none of our queues (MADV_DONTFORK) and no keeper
+  // thread; verbs objects of the parent are unusable in it, as with a NIC.
+  g_host = nullptr;
+  new (&g_attach_mu) std::mutex;
+  keeper_forget_after_fork();
+}
+
+}  // namespace
+
+Host::Host(Registry* r, Arena* a, uint32_t slot, uint32_t incarnation)
+    : registry_(r), arena_(a), slot_(slot), incarnation_(incarnation), overlays_(*a), peers_(*r, *a, slot) {}
+
+Host* Host::get() {
+  std::lock_guard g(g_attach_mu);
+  if (g_host) return g_host;
+  static bool atfork_registered = false;
+  if (!atfork_registered) {
+    pthread_atfork(nullptr, nullptr, forget_host_in_child);
+    atfork_registered = true;
+  }
+  Registry* reg = Registry::open_or_create();
+  if (!reg) return nullptr;
+  Arena* arena = Arena::create(knobs().arena_bytes);
+  if (!arena) {
+    SV_ERROR("cannot create the shared arena: %s", strerror(errno));
+    return nullptr;
+  }
+  uint32_t slot = reg->claim(arena->fd(), arena->inode(), arena->size(),
+                             [](pthread_mutex_t* m) { keeper_hold(m); });
+  if (!slot) {
+    SV_ERROR("registry %s is full: %u live processes", reg->path().c_str(), kMaxProcs - 1);
+    errno = EAGAIN;
+    return nullptr;
+  }
+  uint32_t inc = reg->proc(slot).incarnation.load();
+  arena->header()->slot = slot;
+  arena->header()->incarnation = inc;
+  SV_DEBUG("attached to %s as slot %u", reg->path().c_str(), slot);
+  g_host = new Host(reg, arena, slot, inc);
+  return g_host;
+}
+
+void Host::allow_cross_memory_attach() {
+  if (cma_allowed_) return;
+  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);  // EINVAL without Yama: harmless
+  cma_allowed_ = true;
+}
+
+}  // namespace sv::shm

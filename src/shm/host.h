@@ -1,0 +1,44 @@
+// This process's attachment to the host: the registry, our slot in it, our
+// arena, the overlay map of registered memory and the table of mapped peers.
+// Created on first use (the first ibv_open_device) and kept for the life of
+// the process; a fork child starts over with a fresh attachment.
+#pragma once
+
+#include <cstdint>
+
+#include "shm/arena.h"
+#include "shm/overlay.h"
+#include "shm/peers.h"
+#include "shm/registry.h"
+
+namespace sv::shm {
+
+class Host {
+ public:
+  // nullptr (errno set) if the host cannot be joined.
+  static Host* get();
+
+  Registry& registry() { return *registry_; }
+  Arena& arena() { return *arena_; }
+  OverlayMap& overlays() { return overlays_; }
+  PeerTable& peers() { return peers_; }
+  uint32_t slot() const { return slot_; }
+  uint32_t incarnation() const { return incarnation_; }
+
+  // Lets same-user peers use process_vm_readv/writev on us (Yama mode 1
+  // otherwise allows it only to our ancestors). Called when an MR needs it.
+  void allow_cross_memory_attach();
+
+ private:
+  Host(Registry* r, Arena* a, uint32_t slot, uint32_t incarnation);
+
+  Registry* registry_;
+  Arena* arena_;
+  uint32_t slot_;
+  uint32_t incarnation_;
+  OverlayMap overlays_;
+  PeerTable peers_;
+  bool cma_allowed_ = false;
+};
+
+}  // namespace sv::shm

@@ -1,0 +1,79 @@
+#include "shm/keeper.h"
+
+#include <signal.h>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "shm/robust_mutex.h"
+
+namespace sv::shm {
+namespace {
+
+struct KeeperState {
+  std::mutex mu;
+  std::condition_variable cv;
+  pthread_mutex_t* request = nullptr;
+  bool done = false;
+  bool started = false;
+};
+
+KeeperState& state() {
+  static KeeperState* s = new KeeperState;  // never destroyed: the thread outlives exit handlers
+  return *s;
+}
+
+void* keeper_main(void*) {
+  KeeperState& s = state();
+  std::unique_lock lk(s.mu);
+  for (;;) {
+    s.cv.wait(lk, [&] { return s.request != nullptr; });
+    if (pthread_mutex_lock(s.request) == EOWNERDEAD) pthread_mutex_consistent(s.request);
+    s.request = nullptr;
+    s.done = true;
+    s.cv.notify_all();
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+bool keeper_hold(pthread_mutex_t* m) {
+  KeeperState& s = state();
+  std::unique_lock lk(s.mu);
+  if (!s.started) {
+    // Block every signal in the keeper so the application's handlers keep
+    // running on the application's own threads.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    int rc = pthread_create(&t, &attr, keeper_main, nullptr);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    if (rc != 0) return false;
+    pthread_setname_np(t, "softverbs-keep");
+    s.started = true;
+  }
+  s.done = false;
+  s.request = m;
+  s.cv.notify_all();
+  s.cv.wait(lk, [&] { return s.done; });
+  return true;
+}
+
+// After fork() the child has no keeper thread; a later attach starts one.
+void keeper_forget_after_fork() {
+  KeeperState& s = state();
+  new (&s.mu) std::mutex;
+  new (&s.cv) std::condition_variable;
+  s.request = nullptr;
+  s.done = false;
+  s.started = false;
+}
+
+}  // namespace sv::shm

@@ -1,0 +1,279 @@
+// Every structure that lives in shared memory, described once, seen
+// identically by the process that owns it and by every peer that maps it.
+//
+// Two kinds of shared memory exist (docs/ARCHITECTURE.md, "Shared state"):
+//  * the host registry, /dev/shm/softverbs-<domain>: one ProcSlot per
+//    attached process (pid, how to map its arena, a liveness lock);
+//  * one arena per process: a memfd that holds the tables and queues that
+//    peers must reach (QPs, receive queues, CQs, MR table, doorbells).
+//
+// Names are global per device: QPN = proc slot << 16 | index; MR key =
+// proc slot << 24 | index << 8 | rotation; SRQ number = slot << 16 | index.
+// So a peer finds any object from its number alone, without a lookup table.
+//
+// Ordering rule: an owner fills an entry and then publishes its key/qpn with
+// a release store; readers load it with acquire, read the fields, and re-check
+// the key (entries may be reused after a quarantine period).
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace sv::shm {
+
+inline constexpr uint64_t kRegistryMagic = 0x31676572'76667673ull;  // "svfvreg1"
+inline constexpr uint64_t kArenaMagic = 0x31616e72'76667673ull;     // "svfvrna1"
+inline constexpr uint32_t kLayoutVersion = 1;
+
+inline constexpr uint32_t kMaxProcs = 256;  // slot 0 unused: QPNs 0/1 stay reserved
+inline constexpr uint32_t kMaxQps = 1u << 16;
+inline constexpr uint32_t kMaxMrs = 1u << 16;
+inline constexpr uint32_t kMaxSrqs = 1u << 16;
+inline constexpr uint32_t kMaxContexts = 64;
+inline constexpr uint32_t kMaxDoorbells = 4096;
+inline constexpr uint32_t kAsyncRingSize = 256;
+
+inline constexpr uint32_t qpn_slot(uint32_t qpn) { return (qpn >> 16) & 0xff; }
+inline constexpr uint32_t qpn_index(uint32_t qpn) { return qpn & 0xffff; }
+inline constexpr uint32_t make_qpn(uint32_t slot, uint32_t index) { return slot << 16 | index; }
+inline constexpr uint32_t key_slot(uint32_t key) { return key >> 24; }
+inline constexpr uint32_t key_index(uint32_t key) { return (key >> 8) & 0xffff; }
+inline constexpr uint32_t make_key(uint32_t slot, uint32_t index, uint32_t rot) {
+  return slot << 24 | index << 8 | (rot & 0xff);
+}
+
+// ---------------------------------------------------------------- registry
+
+enum ProcState : uint32_t { kProcFree = 0, kProcLive = 1 };
+
+struct alignas(128) ProcSlot {
+  // Robust, process-shared mutex held for the whole life of the owning
+  // process by its keeper thread. When the process dies the kernel marks the
+  // futex word FUTEX_OWNER_DIED: liveness without pids (no pid-reuse race).
+  pthread_mutex_t alive;
+  std::atomic<uint32_t> state;
+  std::atomic<uint32_t> incarnation;  // bumped on every claim of the slot
+  int32_t pid;
+  int32_t arena_fd;    // fd number of the arena memfd in the owner
+  uint64_t arena_ino;  // inode of that memfd: guards against fd/pid reuse
+  uint64_t arena_size;
+  uint64_t started_ns;  // CLOCK_REALTIME at claim, for diagnostics
+};
+static_assert(sizeof(ProcSlot) == 128);
+
+struct RegistryHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t header_size;
+  uint64_t node_guid;  // stable per host, derived at creation
+  uint8_t reserved[4096 - 24];
+  ProcSlot procs[kMaxProcs];
+};
+static_assert(offsetof(RegistryHeader, procs) == 4096);
+
+// True while the process that claimed `slot` is alive.
+inline bool proc_alive(const ProcSlot& slot) {
+  // glibc keeps the futex word of a pthread mutex in its first int.
+  static_assert(sizeof(pthread_mutex_t) >= sizeof(int));
+  const auto* word = reinterpret_cast<const std::atomic<uint32_t>*>(&slot.alive);
+  uint32_t w = word->load(std::memory_order_acquire);
+  constexpr uint32_t kOwnerDied = 0x40000000u, kTidMask = 0x3fffffffu;
+  return (w & kOwnerDied) == 0 && (w & kTidMask) != 0;
+}
+
+// ------------------------------------------------------------------ arena
+
+struct QpSlotEntry {
+  std::atomic<uint32_t> qpn;  // 0 = free
+  uint32_t reserved;
+  std::atomic<uint64_t> shared_off;  // arena offset of QpShared
+};
+static_assert(sizeof(QpSlotEntry) == 16);
+
+struct SrqSlotEntry {
+  std::atomic<uint32_t> srqn;  // 0 = free
+  uint32_t reserved;
+  std::atomic<uint64_t> shared_off;  // arena offset of RecvQueueShared
+};
+
+enum MrPath : uint32_t {
+  kMrOverlay = 1,  // pages backed by the arena memfd: peers load/store directly
+  kMrCma = 2,      // peers use process_vm_readv/writev on the owner's pid
+  kMrLocalOnly = 3,  // only the owner can reach it (e.g. a peer-unreachable range)
+};
+
+struct alignas(64) MrEntry {
+  std::atomic<uint32_t> key;  // 0 = free; lkey == rkey
+  uint32_t pd;
+  uint32_t access;  // ibv_access_flags
+  uint32_t path;    // MrPath
+  uint64_t iova;    // address the keys' users see
+  uint64_t length;
+  uint64_t vaddr;        // owner's virtual address of iova
+  uint64_t overlay_off;  // arena offset of the page holding overlay_page
+  uint64_t overlay_page; // owner's page-aligned virtual address mapped at overlay_off
+  uint64_t reserved;
+};
+static_assert(sizeof(MrEntry) == 64);
+
+struct DoorbellEntry {
+  std::atomic<uint32_t> gen;  // 0 = free; odd values only
+  int32_t write_fd;           // fd number (in the owner) of the pipe's write end
+  uint64_t ino;               // inode of the pipe, checked by peers after open
+};
+static_assert(sizeof(DoorbellEntry) == 16);
+
+// Where an async event is queued for a context, and how to wake its reader.
+struct AsyncRecord {
+  uint32_t event_type;  // ibv_event_type
+  uint32_t kind;        // AsyncObject
+  uint32_t id;          // qpn, srq number, or cq id
+  uint32_t reserved;
+};
+
+enum AsyncObject : uint32_t { kAsyncDevice = 0, kAsyncQp = 1, kAsyncCq = 2, kAsyncSrq = 3, kAsyncPort = 4 };
+
+struct alignas(64) ContextShared {
+  std::atomic<uint32_t> in_use;
+  uint32_t doorbell;      // index into the doorbell table
+  uint32_t doorbell_gen;
+  uint32_t reserved;
+  alignas(64) pthread_mutex_t lock;  // robust: producers are peers
+  std::atomic<uint64_t> head;        // consumer: the owner
+  std::atomic<uint64_t> tail;
+  std::atomic<uint64_t> dropped;     // events lost because the ring was full
+  AsyncRecord ring[kAsyncRingSize];
+};
+
+struct ArenaHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t slot;
+  uint32_t incarnation;
+  int32_t pid;
+  uint64_t size;
+  uint64_t qp_table;     // QpSlotEntry[kMaxQps]
+  uint64_t mr_table;     // MrEntry[kMaxMrs]
+  uint64_t srq_table;    // SrqSlotEntry[kMaxSrqs]
+  uint64_t doorbells;    // DoorbellEntry[kMaxDoorbells]
+  uint64_t contexts;     // ContextShared[kMaxContexts]
+  uint64_t heap_begin, heap_end;        // queues and object blocks
+  uint64_t overlay_begin, overlay_end;  // pages overlaid on registered memory
+};
+
+// ------------------------------------------------------------ CQ
+
+enum ArmState : uint32_t { kDisarmed = 0, kArmedNext = 1, kArmedSolicited = 2 };
+
+// What a completion says (everything ibv_wc and ibv_cq_ex can report).
+struct CqeFields {
+  uint64_t wr_id;
+  uint32_t status;  // ibv_wc_status
+  uint32_t opcode;  // ibv_wc_opcode
+  uint32_t vendor_err;
+  uint32_t byte_len;
+  uint32_t imm_or_inv;  // imm_data (network order) or invalidated rkey
+  uint32_t qp_num;
+  uint32_t src_qp;
+  uint32_t wc_flags;
+  uint16_t pkey_index;
+  uint16_t slid;
+  uint8_t sl;
+  uint8_t dlid_path_bits;
+  uint8_t solicited;
+  uint8_t reserved;
+  uint64_t ts_ns;  // CLOCK_MONOTONIC at completion
+};
+static_assert(sizeof(CqeFields) == 56);
+
+// One completion slot of a shared ring: one cache line.
+struct alignas(64) Cqe {
+  std::atomic<uint64_t> seq;  // ring position + 1 once the entry is valid
+  CqeFields f;
+};
+static_assert(sizeof(Cqe) == 64);
+
+// The shared half of a CQ: the ring that peers write (receive completions of
+// messages they delivered). Completions the owner produces itself go to a
+// private ring (core/cq.h) so the two never contend for a cache line.
+struct alignas(64) CqShared {
+  uint32_t capacity;  // ring slots, power of two
+  uint32_t cq_id;
+  uint32_t ctx_index;
+  std::atomic<uint32_t> doorbell;      // channel doorbell index + 1, 0 = none
+  std::atomic<uint32_t> doorbell_gen;
+  uint32_t reserved0;
+  uint64_t ring_off;  // Cqe[capacity]
+
+  alignas(64) pthread_mutex_t produce_lock;  // robust: held by peers
+  uint64_t tail;         // under produce_lock
+  uint64_t cached_head;  // producer's stale copy of head, refreshed when full
+
+  alignas(64) std::atomic<uint64_t> head;  // consumer (owner) position
+
+  alignas(64) std::atomic<uint32_t> armed;  // ArmState
+  std::atomic<uint32_t> event_pending;      // set with a doorbell ring, cleared by get_cq_event
+  std::atomic<uint32_t> overrun;            // a producer found the ring full
+  std::atomic<uint32_t> attention;          // a peer flagged an error on a QP of this CQ
+};
+
+// ------------------------------------------------------------ receive queues
+
+struct RecvWqe {
+  uint64_t wr_id;
+  uint32_t num_sge;
+  uint32_t reserved;
+  ibv_sge sge[];  // max_sge entries
+};
+
+// A receive queue (of one QP) or a shared receive queue. The owner produces
+// WQEs; initiators (or the owner, when flushing) consume them.
+struct alignas(64) RecvQueueShared {
+  uint32_t capacity;    // slots, power of two
+  uint32_t max_sge;
+  uint32_t stride;      // bytes per slot
+  uint32_t is_srq;
+  uint64_t ring_off;
+  uint32_t srqn;        // for SRQs
+  uint32_t pd;
+  uint32_t ctx_index;
+  uint32_t reserved;
+
+  alignas(64) pthread_mutex_t consume_lock;  // robust: held by peers
+  std::atomic<uint64_t> head;
+
+  alignas(64) std::atomic<uint64_t> tail;  // owner only
+
+  alignas(64) std::atomic<uint32_t> limit;  // SRQ limit, 0 = not armed
+  std::atomic<uint32_t> error;              // SRQ in error (CQ overrun etc.)
+};
+
+// ------------------------------------------------------------ QP
+
+// What a peer needs to know about a QP to deliver to it.
+struct alignas(64) QpShared {
+  uint32_t qpn;
+  uint32_t type;  // ibv_qp_type
+  uint32_t pd;
+  uint32_t ctx_index;
+  std::atomic<uint32_t> state;  // ibv_qp_state, published last on modify
+  uint32_t qkey;
+  uint32_t dest_qpn;
+  uint32_t access_flags;  // qp_access_flags: what remote peers may do
+  uint32_t path_mtu;      // bytes
+  uint32_t min_rnr_timer;
+  uint32_t sgid_index;
+  uint32_t reserved0;
+  ibv_gid dgid;           // remote GID of a connected QP
+  uint64_t rq_off;        // RecvQueueShared, or 0 if the QP uses an SRQ
+  uint64_t srq_off;
+  uint64_t recv_cq_off;   // CqShared
+  std::atomic<uint32_t> remote_error;  // a peer's responder flagged an error: AsyncErr
+  uint32_t reserved1;
+};
+
+}  // namespace sv::shm

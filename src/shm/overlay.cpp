@@ -1,0 +1,151 @@
+#include "shm/overlay.h"
+
+#include <sys/mman.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "shm/arena.h"
+#include "util/bits.h"
+#include "util/clock.h"
+#include "util/log.h"
+#include "util/proc_maps.h"
+
+namespace sv::shm {
+namespace {
+
+constexpr uint64_t kPage = 4096;
+
+bool overlayable(const MapEntry& e) {
+  if (e.shared || !e.read) return false;
+  if (e.path == "[stack]" || e.path == "[vvar]" || e.path == "[vdso]" || e.path == "[vsyscall]") return false;
+  if (e.path.find("anon_hugepage") != std::string::npos || e.path.find("hugepages") != std::string::npos)
+    return false;
+  return true;
+}
+
+int prot_of(const MapEntry& e) {
+  return (e.read ? PROT_READ : 0) | (e.write ? PROT_WRITE : 0) | (e.exec ? PROT_EXEC : 0);
+}
+
+bool page_is_zero(const uint8_t* p) {
+  const uint64_t* w = reinterpret_cast<const uint64_t*>(p);
+  for (size_t i = 0; i < kPage / 8; ++i)
+    if (w[i]) return false;
+  return true;
+}
+
+// True when [start, end) is mapped from our arena at the expected offsets.
+bool still_ours(const std::vector<MapEntry>& maps, uint64_t ino, uint64_t start, uint64_t end,
+                uint64_t arena_off) {
+  uint64_t at = start;
+  for (const MapEntry& e : maps) {
+    if (e.end <= at || e.start >= end) continue;
+    if (e.start > at || e.inode != ino || !e.shared) return false;
+    if (e.offset + (at - e.start) != arena_off + (at - start)) return false;
+    at = e.end;
+    if (at >= end) return true;
+  }
+  return at >= end;
+}
+
+// True when some page of [start, end) is still mapped from the arena at the
+// offset the extent gave it.
+bool any_page_ours(const std::vector<MapEntry>& maps, uint64_t ino, uint64_t start, uint64_t end,
+                   uint64_t arena_off) {
+  for (const MapEntry& e : maps) {
+    if (e.end <= start || e.start >= end || e.inode != ino || !e.shared) continue;
+    uint64_t s = std::max(start, e.start);
+    if (e.offset + (s - e.start) == arena_off + (s - start)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void OverlayMap::collect_unmapped_extents() {
+  std::vector<MapEntry> maps = read_proc_maps();
+  uint64_t now = monotonic_ns();
+  for (auto it = extents_.begin(); it != extents_.end();) {
+    const Extent& x = it->second;
+    if (x.pins == 0 && !any_page_ours(maps, arena_.inode(), it->first, it->first + x.len, x.arena_off)) {
+      // The application unmapped (or replaced) all of this memory: its pages
+      // in the arena are garbage now. Give them back. (A partly unmapped
+      // extent is kept until the rest goes too.)
+      arena_.overlay_space().release(x.arena_off, x.len, now);
+      it = extents_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  arena_.overlay_space().reclaim(now, [this](uint64_t off, uint64_t len) { arena_.discard(off, len); });
+}
+
+std::optional<OverlayMap::Pin> OverlayMap::pin(uint64_t addr, uint64_t len) {
+  std::lock_guard g(arena_.overlay_mutex());
+  collect_unmapped_extents();
+  const uint64_t a = align_down(addr, kPage), b = align_up(addr + len, kPage);
+  std::vector<MapEntry> maps = read_proc_maps();
+
+  // Reuse an overlay that already covers the range.
+  auto it = extents_.upper_bound(a);
+  if (it != extents_.begin()) {
+    auto prev = std::prev(it);
+    if (prev->first <= a && prev->first + prev->second.len >= b &&
+        still_ours(maps, arena_.inode(), a, b, prev->second.arena_off + (a - prev->first))) {
+      ++prev->second.pins;
+      return Pin{prev->first, prev->second.arena_off};
+    }
+  }
+  // Partial overlap with an existing overlay: moving those pages again would
+  // strand peers that use them, so this registration takes the slower path.
+  for (auto& [page, x] : extents_)
+    if (page < b && page + x.len > a) return std::nullopt;
+
+  // Every page must sit in an overlayable private mapping.
+  std::vector<const MapEntry*> pieces;
+  uint64_t at = a;
+  for (const MapEntry& e : maps) {
+    if (e.end <= at || e.start >= b) continue;
+    if (e.start > at || !overlayable(e)) return std::nullopt;
+    pieces.push_back(&e);
+    at = e.end;
+    if (at >= b) break;
+  }
+  if (at < b) return std::nullopt;
+
+  uint64_t off = arena_.overlay_space().allocate(b - a);
+  if (!off) {
+    SV_INFO("overlay region full: registration of %lu bytes uses cross-memory attach", b - a);
+    return std::nullopt;
+  }
+  uint8_t* dst = arena_.base() + off;
+  for (uint64_t p = a; p < b; p += kPage) {
+    const uint8_t* src = reinterpret_cast<const uint8_t*>(p);
+    if (!page_is_zero(src)) std::memcpy(dst + (p - a), src, kPage);
+  }
+  for (const MapEntry* e : pieces) {
+    uint64_t s = std::max(a, e->start), t = std::min(b, e->end);
+    void* r = mmap(reinterpret_cast<void*>(s), t - s, prot_of(*e), MAP_SHARED | MAP_FIXED, arena_.fd(),
+                   static_cast<off_t>(off + (s - a)));
+    if (r == MAP_FAILED) {
+      // The pieces already remapped hold identical bytes, so the application
+      // is unaffected. The extent keeps one pin forever: its pages back live
+      // application memory and must never be discarded.
+      SV_WARN("overlay remap of %#lx failed: %s", s, strerror(errno));
+      extents_[a] = Extent{off, b - a, 1};
+      return std::nullopt;
+    }
+  }
+  extents_[a] = Extent{off, b - a, 1};
+  SV_DEBUG("overlaid %lu bytes at %#lx (arena offset %#lx)", b - a, a, off);
+  return Pin{a, off};
+}
+
+void OverlayMap::unpin(uint64_t page) {
+  std::lock_guard g(arena_.overlay_mutex());
+  auto it = extents_.find(page);
+  if (it != extents_.end() && it->second.pins) --it->second.pins;
+}
+
+}  // namespace sv::shm

@@ -1,0 +1,52 @@
+// Makes registered memory reachable by peers with plain loads and stores.
+//
+// At registration the pages under [addr, addr+len) are copied into the arena
+// memfd and the same file pages are mapped back over the original addresses
+// (MAP_SHARED|MAP_FIXED, original protections). The application keeps using
+// its memory as before; peers that map the arena now see the same bytes.
+// This is what XPMEM does in the kernel, done from user space.
+//
+// Rules and limits (docs/ARCHITECTURE.md, "Registered memory"):
+//  * only private mappings are overlaid (anonymous, heap, private file
+//    mappings); shared mappings, hugetlb pages and special regions are not,
+//    and their MRs fall back to cross-memory attach;
+//  * another thread must not write those pages while they are being
+//    registered (the copy and the remap are not atomic);
+//  * a peer can reach the whole page, not only the registered bytes;
+//  * a registration that partly overlaps an existing overlay falls back too.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+
+namespace sv::shm {
+
+class Arena;
+
+class OverlayMap {
+ public:
+  explicit OverlayMap(Arena& arena) : arena_(arena) {}
+
+  struct Pin {
+    uint64_t page;       // page-aligned address the overlay starts at
+    uint64_t arena_off;  // arena offset mapped at `page`
+  };
+  // Overlays (or reuses the overlay of) the pages under [addr, addr+len) and
+  // pins it. nullopt when the range cannot be overlaid.
+  std::optional<Pin> pin(uint64_t addr, uint64_t len);
+  void unpin(uint64_t page);
+
+ private:
+  struct Extent {
+    uint64_t arena_off;
+    uint64_t len;
+    uint32_t pins;
+  };
+  void collect_unmapped_extents();
+
+  Arena& arena_;
+  std::map<uint64_t, Extent> extents_;  // page -> extent
+};
+
+}  // namespace sv::shm

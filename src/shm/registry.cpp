@@ -1,0 +1,127 @@
+#include "shm/registry.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <functional>
+
+#include "shm/robust_mutex.h"
+#include "util/clock.h"
+#include "util/knobs.h"
+#include "util/log.h"
+
+namespace sv::shm {
+
+uint64_t host_node_guid() {
+  std::string id;
+  std::ifstream f("/etc/machine-id");
+  if (!(f >> id)) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    id = host;
+  }
+  // FNV-1a: stable across builds and processes (std::hash need not be).
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : id) h = (h ^ c) * 0x100000001b3ull;
+  // Shape it like an EUI-64 derived from a locally administered MAC.
+  h = (h & ~0x0100000000000000ull) | 0x0200000000000000ull;
+  return h;
+}
+
+Registry* Registry::open_or_create() {
+  const Knobs& k = knobs();
+  std::string path = "/dev/shm/softverbs-" + k.domain;
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, k.domain_mode);
+  if (fd < 0) {
+    SV_ERROR("cannot open registry %s: %s", path.c_str(), strerror(errno));
+    return nullptr;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    errno = EACCES;
+    return nullptr;
+  }
+  // Refuse a registry planted by another user in the shared /dev/shm, unless
+  // the user chose the domain explicitly (opting in to sharing).
+  if (st.st_uid != geteuid() && !std::getenv("SOFTVERBS_DOMAIN")) {
+    SV_ERROR("registry %s belongs to uid %u, not us; set SOFTVERBS_DOMAIN to share", path.c_str(),
+             st.st_uid);
+    ::close(fd);
+    errno = EACCES;
+    return nullptr;
+  }
+  flock(fd, LOCK_EX);
+  bool fresh = false;
+  if (static_cast<size_t>(st.st_size) < sizeof(RegistryHeader)) {
+    if (ftruncate(fd, sizeof(RegistryHeader)) != 0) {
+      flock(fd, LOCK_UN);
+      ::close(fd);
+      return nullptr;
+    }
+    fresh = true;
+  }
+  void* p = mmap(nullptr, sizeof(RegistryHeader), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    flock(fd, LOCK_UN);
+    ::close(fd);
+    return nullptr;
+  }
+  madvise(p, sizeof(RegistryHeader), MADV_DONTFORK);
+  auto* hdr = static_cast<RegistryHeader*>(p);
+  if (fresh || hdr->magic != kRegistryMagic || hdr->version != kLayoutVersion ||
+      hdr->header_size != sizeof(RegistryHeader)) {
+    // Absent, or left by another build: no process of that build can be
+    // talking through a layout we do not understand, so start over.
+    if (!fresh) SV_WARN("re-initialising registry %s (layout changed)", path.c_str());
+    std::memset(p, 0, sizeof(RegistryHeader));
+    hdr->version = kLayoutVersion;
+    hdr->header_size = sizeof(RegistryHeader);
+    hdr->node_guid = host_node_guid();
+    std::atomic_thread_fence(std::memory_order_release);
+    hdr->magic = kRegistryMagic;
+  }
+  flock(fd, LOCK_UN);
+  return new Registry(fd, hdr, path);
+}
+
+void Registry::lock_file() { flock(fd_, LOCK_EX); }
+void Registry::unlock_file() { flock(fd_, LOCK_UN); }
+
+uint32_t Registry::find_claimable_slot() {
+  for (uint32_t i = 1; i < kMaxProcs; ++i) {
+    ProcSlot& s = hdr_->procs[i];
+    if (s.state.load(std::memory_order_acquire) == kProcFree) return i;
+  }
+  // No never-used slot: reuse one whose owner died (crashed, or exited).
+  for (uint32_t i = 1; i < kMaxProcs; ++i) {
+    ProcSlot& s = hdr_->procs[i];
+    if (!proc_alive(s)) {
+      SV_DEBUG("reclaiming registry slot %u of dead pid %d", i, s.pid);
+      return i;
+    }
+  }
+  return 0;
+}
+
+void Registry::fill_slot(uint32_t slot, int arena_fd, uint64_t arena_ino, uint64_t arena_size) {
+  ProcSlot& s = hdr_->procs[slot];
+  s.state.store(kProcFree, std::memory_order_relaxed);
+  // Re-initialising the mutex is safe: its previous holder is dead or absent,
+  // and we hold the registry flock, so no other process claims this slot.
+  robust_mutex_init(&s.alive);
+  s.incarnation.fetch_add(1, std::memory_order_relaxed);
+  s.pid = getpid();
+  s.arena_fd = arena_fd;
+  s.arena_ino = arena_ino;
+  s.arena_size = arena_size;
+  s.started_ns = realtime_ns();
+}
+
+}  // namespace sv::shm

@@ -1,0 +1,61 @@
+// The host registry: /dev/shm/softverbs-<domain>, one per user by default
+// (mode 0600), holding one ProcSlot per attached process. It is the only
+// shared file with a name; everything else is reached through it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "shm/layout.h"
+
+namespace sv::shm {
+
+class Registry {
+ public:
+  // Opens the registry of the configured domain, creating or re-initialising
+  // it when absent or left by an incompatible build with no live process.
+  // Returns nullptr (errno set) on failure.
+  static Registry* open_or_create();
+
+  RegistryHeader* header() const { return hdr_; }
+  ProcSlot& proc(uint32_t slot) const { return hdr_->procs[slot]; }
+
+  // Finds a free or dead slot and prepares it for this process. Runs under an
+  // exclusive flock of the registry file so that two processes never claim
+  // the same slot. `lock_alive` is called with the slot's liveness mutex and
+  // must return once some long-lived thread of ours holds it.
+  // Returns the slot number, or 0 if all slots are in use by live processes.
+  template <typename LockAlive>
+  uint32_t claim(int arena_fd, uint64_t arena_ino, uint64_t arena_size, LockAlive&& lock_alive);
+
+  const std::string& path() const { return path_; }
+
+ private:
+  Registry(int fd, RegistryHeader* hdr, std::string path) : fd_(fd), hdr_(hdr), path_(std::move(path)) {}
+  uint32_t find_claimable_slot();
+  void fill_slot(uint32_t slot, int arena_fd, uint64_t arena_ino, uint64_t arena_size);
+  void lock_file();
+  void unlock_file();
+
+  int fd_;
+  RegistryHeader* hdr_;
+  std::string path_;
+};
+
+template <typename LockAlive>
+uint32_t Registry::claim(int arena_fd, uint64_t arena_ino, uint64_t arena_size, LockAlive&& lock_alive) {
+  lock_file();
+  uint32_t slot = find_claimable_slot();
+  if (slot) {
+    fill_slot(slot, arena_fd, arena_ino, arena_size);
+    lock_alive(&hdr_->procs[slot].alive);
+    hdr_->procs[slot].state.store(kProcLive, std::memory_order_release);
+  }
+  unlock_file();
+  return slot;
+}
+
+// Host-stable 64-bit node GUID (from /etc/machine-id, else the hostname).
+uint64_t host_node_guid();
+
+}  // namespace sv::shm

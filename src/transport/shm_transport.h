@@ -1,0 +1,24 @@
+// The intra-host transport: the target QP is in the shared memory of a
+// process of this host, found from its QPN alone (registry slot in the high
+// bits, QP table index in the low bits). The initiator runs the responder on
+// the target's queues and returns its answer at once: no target thread, no
+// system call when the target's memory is overlaid (shm/overlay.h).
+#pragma once
+
+#include "core/transport.h"
+#include "shm/host.h"
+
+namespace sv {
+
+class ShmTransport final : public Transport {
+ public:
+  explicit ShmTransport(shm::Host& host) : host_(host) {}
+  const char* name() const override { return "shm"; }
+  Response deliver(const Message& m) override;
+
+ private:
+  shm::Host& host_;
+};
+
+
+}  // namespace sv

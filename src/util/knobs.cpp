@@ -1,0 +1,45 @@
+#include "util/knobs.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace sv {
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? v : nullptr;
+}
+
+Knobs parse() {
+  Knobs k;
+  if (const char* v = env("SOFTVERBS_LOG")) {
+    static const char* const kNames[] = {"error", "warn", "info", "debug", "trace"};
+    for (int i = 0; i < 5; ++i)
+      if (!std::strcmp(v, kNames[i])) k.log_level = i;
+    if (v[0] >= '0' && v[0] <= '4') k.log_level = v[0] - '0';
+  }
+  k.domain = env("SOFTVERBS_DOMAIN") ? env("SOFTVERBS_DOMAIN") : "uid" + std::to_string(getuid());
+  if (const char* v = env("SOFTVERBS_DOMAIN_MODE")) k.domain_mode = std::strtoul(v, nullptr, 8) & 0777;
+  if (const char* v = env("SOFTVERBS_ARENA_GB")) {
+    unsigned long gb = std::strtoul(v, nullptr, 10);
+    if (gb >= 1 && gb <= 4096) k.arena_bytes = static_cast<uint64_t>(gb) << 30;
+  }
+  if (const char* v = env("SOFTVERBS_MEM_PATH")) {
+    if (!std::strcmp(v, "map")) k.mem_path = MemPath::kMap;
+    if (!std::strcmp(v, "cma")) k.mem_path = MemPath::kCma;
+  }
+  if (const char* v = env("SOFTVERBS_DEVICE_NAME")) k.device_name = v;
+  return k;
+}
+
+}  // namespace
+
+const Knobs& knobs() {
+  static const Knobs k = parse();
+  return k;
+}
+
+}  // namespace sv

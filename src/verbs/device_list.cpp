@@ -1,0 +1,94 @@
+// Device discovery and contexts: ibv_get_device_list, ibv_open_device, ...
+#include <endian.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "core/context.h"
+#include "shm/registry.h"
+#include "transport/shm_transport.h"
+#include "util/knobs.h"
+#include "verbs/abi.h"
+#include "verbs/device.h"
+
+namespace sv::abi {
+namespace {
+
+struct ProviderName {
+  const char* name;  // what rdma-core's verbs_device_ops starts with
+};
+const ProviderName kOps{"softverbs"};
+
+}  // namespace
+
+ibv_device* the_device() {
+  static DeviceHandle* handle = [] {
+    auto* h = new DeviceHandle{};
+    ibv_device& d = h->dev;
+    d.node_type = IBV_NODE_CA;
+    d.transport_type = IBV_TRANSPORT_IB;
+    std::snprintf(d.name, sizeof d.name, "%s", knobs().device_name.c_str());
+    std::snprintf(d.dev_name, sizeof d.dev_name, "uverbs0");
+    std::snprintf(d.dev_path, sizeof d.dev_path, "/sys/class/infiniband_verbs/uverbs0");
+    std::snprintf(d.ibdev_path, sizeof d.ibdev_path, "/sys/class/infiniband/%s", d.name);
+    h->ops = &kOps;
+    h->refcount = 1;
+    return h;
+  }();
+  return &handle->dev;
+}
+
+}  // namespace sv::abi
+
+using namespace sv;
+
+SV_EXPORT ibv_device** sv_ibv_get_device_list(int* num_devices) {
+  auto** list = static_cast<ibv_device**>(std::calloc(2, sizeof(ibv_device*)));
+  if (!list) return abi::fail_ptr<ibv_device*>(ENOMEM);
+  list[0] = abi::the_device();
+  if (num_devices) *num_devices = 1;
+  return list;
+}
+SV_DEFAULT_1_1(ibv_get_device_list)
+
+SV_EXPORT void sv_ibv_free_device_list(ibv_device** list) { std::free(list); }
+SV_DEFAULT_1_1(ibv_free_device_list)
+
+SV_EXPORT const char* sv_ibv_get_device_name(ibv_device* device) { return device ? device->name : nullptr; }
+SV_DEFAULT_1_1(ibv_get_device_name)
+
+SV_EXPORT __be64 sv_ibv_get_device_guid(ibv_device* device) { return htobe64(shm::host_node_guid()); }
+SV_DEFAULT_1_1(ibv_get_device_guid)
+
+SV_EXPORT int ibv_get_device_index(ibv_device* device) { return device == abi::the_device() ? 0 : -1; }
+
+SV_EXPORT ibv_context* sv_ibv_open_device(ibv_device* device) {
+  if (device != abi::the_device()) return abi::fail_ptr<ibv_context>(ENODEV);
+  return abi::guarded<ibv_context*>(nullptr, [&]() -> ibv_context* {
+    Context* ctx = Context::create(device);
+    if (!ctx) return nullptr;
+    ctx->local_transport = new ShmTransport(*ctx->host);
+    abi::install_context_ops(ctx->ibv());
+    return ctx->ibv();
+  });
+}
+SV_DEFAULT_1_1(ibv_open_device)
+
+SV_EXPORT int sv_ibv_close_device(ibv_context* context) {
+  Context* ctx = Context::from(context);
+  delete ctx->local_transport;
+  ctx->destroy();
+  return 0;
+}
+SV_DEFAULT_1_1(ibv_close_device)
+
+// Importing a context from another process's cmd_fd is not supported yet.
+SV_EXPORT ibv_context* ibv_import_device(int cmd_fd) { return abi::fail_ptr<ibv_context>(EOPNOTSUPP); }
+SV_EXPORT ibv_pd* ibv_import_pd(ibv_context*, uint32_t) { return abi::fail_ptr<ibv_pd>(EOPNOTSUPP); }
+SV_EXPORT void ibv_unimport_pd(ibv_pd*) {}
+SV_EXPORT ibv_mr* ibv_import_mr(ibv_pd*, uint32_t) { return abi::fail_ptr<ibv_mr>(EOPNOTSUPP); }
+SV_EXPORT void ibv_unimport_mr(ibv_mr*) {}
+SV_EXPORT ibv_dm* ibv_import_dm(ibv_context*, uint32_t) { return abi::fail_ptr<ibv_dm>(EOPNOTSUPP); }
+SV_EXPORT void ibv_unimport_dm(ibv_dm*) {}

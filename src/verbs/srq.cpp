@@ -1,0 +1,43 @@
+// Shared receive queues.
+#include "core/srq.h"
+#include "verbs/abi.h"
+
+using namespace sv;
+
+namespace sv::abi {
+
+int post_srq_recv_op(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  return post_srq_recv(Srq::from(srq), wr, bad);
+}
+
+ibv_srq* create_srq_ex_op(ibv_context* context, ibv_srq_init_attr_ex* a) {
+  constexpr uint32_t kKnown = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD |
+                              IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
+  if (a->comp_mask & ~kKnown) return fail_ptr<ibv_srq>(EINVAL);
+  if (!(a->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !a->pd) return fail_ptr<ibv_srq>(EINVAL);
+  ibv_srq_type type = (a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? a->srq_type : IBV_SRQT_BASIC;
+  if (type == IBV_SRQT_XRC || type == IBV_SRQT_TM) return fail_ptr<ibv_srq>(EOPNOTSUPP);
+  if (type != IBV_SRQT_BASIC) return fail_ptr<ibv_srq>(EINVAL);
+  ibv_srq_init_attr basic{a->srq_context, a->attr};
+  ibv_srq* srq = guarded<ibv_srq*>(nullptr, [&]() -> ibv_srq* { return create_srq(Pd::from(a->pd), &basic); });
+  if (srq) a->attr = basic.attr;
+  return srq;
+}
+
+}  // namespace sv::abi
+
+SV_EXPORT ibv_srq* sv_ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
+  return abi::guarded<ibv_srq*>(nullptr, [&]() -> ibv_srq* { return create_srq(Pd::from(pd), attr); });
+}
+SV_DEFAULT_1_1(ibv_create_srq)
+
+SV_EXPORT int sv_ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
+  return modify_srq(Srq::from(srq), attr, mask);
+}
+SV_DEFAULT_1_1(ibv_modify_srq)
+
+SV_EXPORT int sv_ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) { return query_srq(Srq::from(srq), attr); }
+SV_DEFAULT_1_1(ibv_query_srq)
+
+SV_EXPORT int sv_ibv_destroy_srq(ibv_srq* srq) { return destroy_srq(Srq::from(srq)); }
+SV_DEFAULT_1_1(ibv_destroy_srq)

@@ -1,0 +1,59 @@
+// sysfs helpers and fork support.
+#include <sys/mman.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "util/bits.h"
+#include "verbs/abi.h"
+
+SV_EXPORT int ibv_get_sysfs_path(char* buf, size_t size) {
+  std::snprintf(buf, size, "/sys");
+  return 0;
+}
+
+SV_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size) {
+  char path[4096];
+  std::snprintf(path, sizeof path, "%s/%s", dir, file);
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t len = ::read(fd, buf, size);
+  ::close(fd);
+  if (len > 0) {
+    if (buf[len - 1] == '\n') buf[--len] = '\0';
+    else if (static_cast<size_t>(len) < size) buf[len] = '\0';
+    else buf[size - 1] = '\0';
+  }
+  return static_cast<int>(len);
+}
+
+namespace {
+bool g_fork_initialized = false;
+
+int madvise_range(void* base, size_t size, int advice) {
+  uintptr_t a = sv::align_down(reinterpret_cast<uintptr_t>(base), 4096);
+  uintptr_t b = sv::align_up(reinterpret_cast<uintptr_t>(base) + size, 4096);
+  return madvise(reinterpret_cast<void*>(a), b - a, advice) ? errno : 0;
+}
+}  // namespace
+
+// Registered memory stays ordinary memory of the process (it is copied, not
+// pinned for DMA), so a fork child gets its own copy of it.
+SV_EXPORT int ibv_fork_init(void) {
+  g_fork_initialized = true;
+  return 0;
+}
+
+SV_EXPORT ibv_fork_status ibv_is_fork_initialized(void) {
+  return g_fork_initialized ? IBV_FORK_ENABLED : IBV_FORK_DISABLED;
+}
+
+SV_EXPORT int ibv_dontfork_range(void* base, size_t size) {
+  return g_fork_initialized ? madvise_range(base, size, MADV_DONTFORK) : 0;
+}
+
+SV_EXPORT int ibv_dofork_range(void* base, size_t size) {
+  return g_fork_initialized ? madvise_range(base, size, MADV_DOFORK) : 0;
+}
