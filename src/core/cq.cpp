@@ -108,6 +108,8 @@ Cq* create_cq(Context* ctx, int cqe, void* cq_context, Channel* chan, int comp_v
   s->cq_id = cq->id;
   s->ctx_index = ctx->index;
   s->ring_off = ring_off;
+  if (wc_flags & (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK))
+    s->flags |= shm::kCqTimestamps;
   shm::robust_mutex_init(&s->produce_lock);
   if (chan) {
     s->doorbell_gen.store(chan->bell.gen(), std::memory_order_relaxed);
@@ -197,7 +199,7 @@ void push_local(Cq* cq, const shm::CqeFields& c, Qp* qp, uint64_t sq_pos) {
     }
     LocalCqe& l = cq->local[t & cq->mask];
     l.cqe = c;
-    l.cqe.ts_ns = monotonic_ns();
+    if (cq->shared->flags & shm::kCqTimestamps) l.cqe.ts_ns = monotonic_ns();
     l.qp = qp;
     l.sq_pos = sq_pos;
     cq->local_tail.store(t + 1, std::memory_order_release);
@@ -221,16 +223,15 @@ bool push_shared(shm::PeerTable& peers, const shm::Peer& owner, shm::CqShared* c
     if (!ring || !owner.contains(cq->ring_off, cap * sizeof(shm::Cqe))) return false;
     shm::Cqe& slot = ring[t & (cap - 1)];
     slot.f = c;
-    slot.f.ts_ns = monotonic_ns();
+    if (cq->flags & shm::kCqTimestamps) slot.f.ts_ns = monotonic_ns();
     slot.seq.store(t + 1, std::memory_order_release);
     cq->tail = t + 1;
   }
-  if (consume_arm(cq, wants_event(c))) {
-    uint32_t bell = cq->doorbell.load(std::memory_order_acquire);
-    if (bell) {
-      int fd = peers.doorbell_fd(owner, bell - 1, cq->doorbell_gen.load(std::memory_order_relaxed));
-      if (fd >= 0) shm::ring_fd(fd);
-    }
+  // Without a completion channel there is nobody to wake.
+  uint32_t bell = cq->doorbell.load(std::memory_order_acquire);
+  if (bell && consume_arm(cq, wants_event(c))) {
+    int fd = peers.doorbell_fd(owner, bell - 1, cq->doorbell_gen.load(std::memory_order_relaxed));
+    if (fd >= 0) shm::ring_fd(fd);
   }
   return true;
 }

@@ -46,6 +46,20 @@ int check_ah_attr(Context* ctx, const ibv_ah_attr& attr) {
   return 0;
 }
 
+Destination resolve_destination(Context* ctx, const ibv_ah_attr& attr) {
+  Destination d;
+  d.dgid = attr.grh.dgid;
+  d.sgid_index = attr.grh.sgid_index;
+  d.hop_limit = attr.grh.hop_limit;
+  d.traffic_class = attr.grh.traffic_class;
+  d.flow_label = attr.grh.flow_label;
+  d.sl = attr.sl;
+  GidEntry sgid;
+  if (ctx->gid_at(attr.grh.sgid_index, &sgid)) d.sgid = sgid.gid;
+  d.route = ctx->transport_for(d.dgid);
+  return d;
+}
+
 Ah* create_ah(Pd* pd, const ibv_ah_attr& attr) {
   if (int e = check_ah_attr(pd->ctx, attr)) {
     errno = e;
@@ -60,9 +74,7 @@ Ah* create_ah(Pd* pd, const ibv_ah_attr& attr) {
   ah->context = pd->context;
   ah->pd = pd;
   ah->attr = attr;
-  GidEntry sgid;
-  pd->ctx->gid_at(attr.grh.sgid_index, &sgid);
-  ah->sgid = sgid.gid;
+  ah->dest = resolve_destination(pd->ctx, attr);
   pd->users.fetch_add(1);
   return ah;
 }

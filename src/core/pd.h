@@ -19,9 +19,14 @@ struct Pd : ibv_pd {
 Pd* alloc_pd(Context* ctx);
 int dealloc_pd(Pd* pd);
 
-// Where a message goes: the fields of an address vector that matter here.
+class Transport;
+
+// Where a message goes: the fields of an address vector that matter here,
+// resolved once (when the QP connects, or when the AH is created).
 struct Destination {
   ibv_gid dgid{};
+  ibv_gid sgid{};               // our GID at sgid_index
+  Transport* route = nullptr;   // the transport that reaches dgid; null: none
   uint32_t qpn = 0;
   uint32_t qkey = 0;
   uint32_t flow_label = 0;
@@ -33,9 +38,12 @@ struct Destination {
 
 struct Ah : ibv_ah {
   ibv_ah_attr attr{};
-  ibv_gid sgid{};
+  Destination dest;  // qpn and qkey come with each work request
   static Ah* from(ibv_ah* a) { return static_cast<Ah*>(a); }
 };
+
+// Resolves the source GID and route of an address vector (already checked).
+Destination resolve_destination(Context* ctx, const ibv_ah_attr& attr);
 
 // Validates an address vector for this RoCE port: GRH required, a valid
 // source GID index, port 1. Returns 0 or an errno.

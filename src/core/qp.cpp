@@ -22,20 +22,29 @@ constexpr uint32_t kKnownCreateFlags = IBV_QP_CREATE_BLOCK_SELF_MCAST_LB | IBV_Q
                                        IBV_QP_CREATE_PCI_WRITE_END_PADDING;
 constexpr uint64_t kKnownSendOps = (IBV_QP_EX_WITH_ATOMIC_WRITE << 1) - 1;
 
-// The send operations each transport can carry on this device.
-uint64_t send_ops_for(ibv_qp_type t) {
+// The send operations the IB transport defines for each QP type...
+uint64_t send_ops_valid_for(ibv_qp_type t) {
+  constexpr uint64_t kUc = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
+                           IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW |
+                           IBV_QP_EX_WITH_SEND_WITH_INV;
   switch (t) {
     case IBV_QPT_RC:
-      return IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
-             IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ;
+      return kUc | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+             IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_ATOMIC_WRITE;
     case IBV_QPT_UC:
-      return IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
-             IBV_QP_EX_WITH_SEND_WITH_IMM;
+      return kUc;
     case IBV_QPT_UD:
       return IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
     default:
       return 0;
   }
+}
+
+// ...and those this device implements.
+uint64_t send_ops_supported_for(ibv_qp_type t) {
+  constexpr uint64_t kImplemented = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+                                    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ;
+  return send_ops_valid_for(t) & kImplemented;
 }
 
 bool opcode_allowed(ibv_qp_type t, ibv_wr_opcode op) {
@@ -81,7 +90,8 @@ int check_init_attr(Context* ctx, const ibv_qp_init_attr_ex& a) {
   }
   if (a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
     if (a.send_ops_flags & ~kKnownSendOps) return EINVAL;
-    if (a.send_ops_flags & ~send_ops_for(a.qp_type)) return EOPNOTSUPP;
+    if (a.send_ops_flags & ~send_ops_valid_for(a.qp_type)) return EINVAL;
+    if (a.send_ops_flags & ~send_ops_supported_for(a.qp_type)) return EOPNOTSUPP;
   }
   if (!a.send_cq || !a.recv_cq) return EINVAL;
   if (a.send_cq->context != ctx->ibv() || a.recv_cq->context != ctx->ibv()) return EINVAL;
@@ -141,15 +151,11 @@ void apply_attrs(Qp* qp, const ibv_qp_attr& a, int mask) {
   }
   if (mask & IBV_QP_AV) {
     q.ah_attr = a.ah_attr;
-    Destination& d = qp->peer;
-    d.dgid = a.ah_attr.grh.dgid;
-    d.sgid_index = a.ah_attr.grh.sgid_index;
-    d.hop_limit = a.ah_attr.grh.hop_limit;
-    d.traffic_class = a.ah_attr.grh.traffic_class;
-    d.flow_label = a.ah_attr.grh.flow_label;
-    d.sl = a.ah_attr.sl;
-    s->dgid = d.dgid;
-    s->sgid_index = d.sgid_index;
+    uint32_t qpn = qp->peer.qpn;
+    qp->peer = resolve_destination(qp->ctx, a.ah_attr);
+    qp->peer.qpn = qpn;
+    s->dgid = qp->peer.dgid;
+    s->sgid_index = qp->peer.sgid_index;
   }
   if (mask & IBV_QP_DEST_QPN) {
     q.dest_qp_num = a.dest_qp_num;
@@ -387,6 +393,12 @@ void enter_error_locked(Qp* qp) {
   flush_recv_queue(qp);
 }
 
+void enter_send_queue_error_locked(Qp* qp) {
+  set_state(qp, IBV_QPS_SQE);
+  qp->resume_at_ns = 0;
+  flush_send_queue_locked(qp);
+}
+
 void handle_qp_attention(Cq* cq) {
   cq->shared->attention.store(0, std::memory_order_relaxed);
   std::vector<Qp*> hit;
@@ -476,17 +488,11 @@ int post_send(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       w.rkey = wr->wr.rdma.rkey;
     }
     if (qp->type == IBV_QPT_UD) {
-      Ah* ah = Ah::from(wr->wr.ud.ah);
       Destination& d = w.ud;
-      d.dgid = ah->attr.grh.dgid;
+      d = Ah::from(wr->wr.ud.ah)->dest;
       d.qpn = wr->wr.ud.remote_qpn;
       // IBTA 10.2.4: a Q_Key with the high bit set means "use the QP's own".
       d.qkey = (wr->wr.ud.remote_qkey & 0x80000000u) ? qp->attr.qkey : wr->wr.ud.remote_qkey;
-      d.sgid_index = ah->attr.grh.sgid_index;
-      d.hop_limit = ah->attr.grh.hop_limit;
-      d.traffic_class = ah->attr.grh.traffic_class;
-      d.flow_label = ah->attr.grh.flow_label;
-      d.sl = ah->attr.sl;
     }
     qp->sq_tail = pos + 1;
   }

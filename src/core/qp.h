@@ -95,6 +95,8 @@ int post_recv(Qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
 
 // Moves the QP to ERR and flushes both queues. Caller holds sq_mu.
 void enter_error_locked(Qp* qp);
+// Moves a UC/UD QP to SQE and flushes its send queue. Caller holds sq_mu.
+void enter_send_queue_error_locked(Qp* qp);
 // Acts on errors that peers flagged on QPs of this CQ (shared `attention`).
 void handle_qp_attention(Cq* cq);
 

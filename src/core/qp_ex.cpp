@@ -60,7 +60,6 @@ SendWqe* begin(ibv_qp_ex* q, ibv_wr_opcode op, uint64_t needed_flag) {
   w.flags = q->wr_flags;
   w.opcode = op;
   w.signaled = qp->sig_all || (q->wr_flags & IBV_SEND_SIGNALED);
-  if (qp->type != IBV_QPT_UD) w.ud = qp->peer;
   qp->batch_cur = &w;
   ++qp->batch_tail;
   return &w;
@@ -92,8 +91,8 @@ void wr_rdma_read(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) {
   }
 }
 
-// Operations the device does not offer (not in send_ops_for()): creating a
-// QP that asks for them fails with EOPNOTSUPP, so these only run if an
+// Operations the device does not offer (not in send_ops_supported_for()): creating a
+// QP that asks for them fails with EOPNOTSUPP or EINVAL, so these only run if an
 // application calls a pointer it did not ask for.
 void unsupported(ibv_qp_ex* q) {
   Qp* qp = qp_of(q);
@@ -117,16 +116,10 @@ void wr_set_ud_addr(ibv_qp_ex* q, ibv_ah* ah, uint32_t remote_qpn, uint32_t remo
     qp->batch_error = EINVAL;
     return;
   }
-  Ah* a = Ah::from(ah);
   Destination& d = w->ud;
-  d.dgid = a->attr.grh.dgid;
+  d = Ah::from(ah)->dest;
   d.qpn = remote_qpn;
   d.qkey = (remote_qkey & 0x80000000u) ? qp->attr.qkey : remote_qkey;
-  d.sgid_index = a->attr.grh.sgid_index;
-  d.hop_limit = a->attr.grh.hop_limit;
-  d.traffic_class = a->attr.grh.traffic_class;
-  d.flow_label = a->attr.grh.flow_label;
-  d.sl = a->attr.sl;
 }
 
 void wr_set_sge_list(ibv_qp_ex* q, size_t n, const ibv_sge* list) {

@@ -70,10 +70,16 @@ void complete(Qp* qp, uint64_t pos, ibv_wc_status status) {
   qp->rnr_left = qp->attr.rnr_retry;
 }
 
+// A send error ends the WQE with `status`. RC QPs move to ERR; UC and UD
+// QPs move to SQE, where only the send queue is flushed and receives go on
+// (IBTA 10.3.1: "Send Queue Error" state).
 void fail(Qp* qp, uint64_t pos, ibv_wc_status status) {
   SV_INFO("QP %#x: send WQE %lu completes with %s", qp->qp_base.qp_num, pos, ibv_wc_status_str(status));
   complete(qp, pos, status);
-  enter_error_locked(qp);
+  if (qp->type == IBV_QPT_RC)
+    enter_error_locked(qp);
+  else
+    enter_send_queue_error_locked(qp);
 }
 
 // Collects the local memory of the WQE's SGEs, checking each lkey.
@@ -110,8 +116,7 @@ Message message_for(Qp* qp, const SendWqe& w) {
   m.rkey = w.rkey;
   m.compare_add = w.compare_add;
   m.swap = w.swap;
-  GidEntry sgid;
-  if (qp->ctx->gid_at(m.dst.sgid_index, &sgid)) m.sgid = sgid.gid;
+  m.sgid = m.dst.sgid;
   return m;
 }
 
@@ -143,7 +148,7 @@ bool execute_next(Qp* qp) {
     m.pieces = pieces;
     m.num_pieces = n;
   }
-  Transport* t = qp->ctx->transport_for(m.dst.dgid);
+  Transport* t = m.dst.route;
   Response r = t ? t->deliver(m)
                  : Response{qp->type == IBV_QPT_RC ? Outcome::kNoResponse : Outcome::kDropped, 0};
   switch (r.outcome) {

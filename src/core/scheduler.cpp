@@ -15,6 +15,9 @@
 namespace sv {
 namespace {
 
+class Scheduler;
+Scheduler& scheduler_instance();
+
 class Scheduler {
  public:
   void schedule(Qp* qp, uint64_t at) {
@@ -40,9 +43,21 @@ class Scheduler {
       }
   }
 
+  // A fork child has no retry thread: it starts its own when it needs one.
+  void forget_after_fork() {
+    new (&mu_) std::mutex;
+    new (&cv_) std::condition_variable;
+    new (&idle_cv_) std::condition_variable;
+    due_.clear();
+    running_ = nullptr;
+    started_ = false;
+  }
+
   void start_locked() {
     if (started_) return;
     started_ = true;
+    static bool atfork = (pthread_atfork(nullptr, nullptr, [] { scheduler_instance().forget_after_fork(); }), true);
+    (void)atfork;
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);  // signals stay with the application's threads
@@ -82,7 +97,9 @@ class Scheduler {
   bool started_ = false;
 };
 
-Scheduler& scheduler() {
+Scheduler& scheduler() { return scheduler_instance(); }
+
+Scheduler& scheduler_instance() {
   static Scheduler* s = new Scheduler;  // outlives static destructors: the thread is detached
   return *s;
 }

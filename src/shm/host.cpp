@@ -16,9 +16,21 @@ namespace {
 std::mutex g_attach_mu;
 Host* g_host = nullptr;
 
+void before_fork() {
+  g_attach_mu.lock();
+  if (g_host) g_host->overlays().lock_for_fork();
+}
+
+void after_fork_in_parent() {
+  if (g_host) g_host->overlays().unlock_after_fork_in_parent();
+  g_attach_mu.unlock();
+}
+
 void forget_host_in_child() {
   // The child inherits none of our queues (MADV_DONTFORK) and no keeper
   // thread; verbs objects of the parent are unusable in it, as with a NIC.
+  // Registered memory becomes ordinary private memory of the child.
+  if (g_host) g_host->overlays().privatize_in_child();
   g_host = nullptr;
   new (&g_attach_mu) std::mutex;
   keeper_forget_after_fork();
@@ -34,7 +46,7 @@ Host* Host::get() {
   if (g_host) return g_host;
   static bool atfork_registered = false;
   if (!atfork_registered) {
-    pthread_atfork(nullptr, nullptr, forget_host_in_child);
+    pthread_atfork(before_fork, after_fork_in_parent, forget_host_in_child);
     atfork_registered = true;
   }
   Registry* reg = Registry::open_or_create();

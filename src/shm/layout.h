@@ -168,6 +168,7 @@ struct ArenaHeader {
 // ------------------------------------------------------------ CQ
 
 enum ArmState : uint32_t { kDisarmed = 0, kArmedNext = 1, kArmedSolicited = 2 };
+enum CqFlags : uint32_t { kCqTimestamps = 1 };  // producers stamp completions (costs a clock read)
 
 // What a completion says (everything ibv_wc and ibv_cq_ex can report).
 struct CqeFields {
@@ -206,7 +207,7 @@ struct alignas(64) CqShared {
   uint32_t ctx_index;
   std::atomic<uint32_t> doorbell;      // channel doorbell index + 1, 0 = none
   std::atomic<uint32_t> doorbell_gen;
-  uint32_t reserved0;
+  uint32_t flags;     // CqFlags
   uint64_t ring_off;  // Cqe[capacity]
 
   alignas(64) pthread_mutex_t produce_lock;  // robust: held by peers

@@ -119,25 +119,39 @@ std::optional<OverlayMap::Pin> OverlayMap::pin(uint64_t addr, uint64_t len) {
     SV_INFO("overlay region full: registration of %lu bytes uses cross-memory attach", b - a);
     return std::nullopt;
   }
+  std::vector<Piece> done;
+  for (const MapEntry* e : pieces) {
+    uint64_t s = std::max(a, e->start), t = std::min(b, e->end);
+    done.push_back(Piece{s, t - s, prot_of(*e)});
+  }
+  // From the copy to the last remap nothing may write these pages, not even
+  // this function: no allocation or free (malloc's own metadata may live in
+  // them, and a write to the old page after the copy would be lost).
   uint8_t* dst = arena_.base() + off;
   for (uint64_t p = a; p < b; p += kPage) {
     const uint8_t* src = reinterpret_cast<const uint8_t*>(p);
     if (!page_is_zero(src)) std::memcpy(dst + (p - a), src, kPage);
   }
-  for (const MapEntry* e : pieces) {
-    uint64_t s = std::max(a, e->start), t = std::min(b, e->end);
-    void* r = mmap(reinterpret_cast<void*>(s), t - s, prot_of(*e), MAP_SHARED | MAP_FIXED, arena_.fd(),
-                   static_cast<off_t>(off + (s - a)));
+  int failed_errno = 0;
+  uint64_t failed_at = 0;
+  for (const Piece& piece : done) {
+    void* r = mmap(reinterpret_cast<void*>(piece.start), piece.len, piece.prot, MAP_SHARED | MAP_FIXED,
+                   arena_.fd(), static_cast<off_t>(off + (piece.start - a)));
     if (r == MAP_FAILED) {
-      // The pieces already remapped hold identical bytes, so the application
-      // is unaffected. The extent keeps one pin forever: its pages back live
-      // application memory and must never be discarded.
-      SV_WARN("overlay remap of %#lx failed: %s", s, strerror(errno));
-      extents_[a] = Extent{off, b - a, 1};
-      return std::nullopt;
+      failed_errno = errno;
+      failed_at = piece.start;
+      break;
     }
   }
-  extents_[a] = Extent{off, b - a, 1};
+  if (failed_errno) {
+    // The pieces already remapped hold identical bytes, so the application
+    // is unaffected. The extent keeps one pin forever: its pages back live
+    // application memory and must never be discarded.
+    SV_WARN("overlay remap of %#lx failed: %s", failed_at, strerror(failed_errno));
+    extents_[a] = Extent{off, b - a, 1, std::move(done)};
+    return std::nullopt;
+  }
+  extents_[a] = Extent{off, b - a, 1, std::move(done)};
   SV_DEBUG("overlaid %lu bytes at %#lx (arena offset %#lx)", b - a, a, off);
   return Pin{a, off};
 }
@@ -146,6 +160,32 @@ void OverlayMap::unpin(uint64_t page) {
   std::lock_guard g(arena_.overlay_mutex());
   auto it = extents_.find(page);
   if (it != extents_.end() && it->second.pins) --it->second.pins;
+}
+
+void OverlayMap::lock_for_fork() { arena_.overlay_mutex().lock(); }
+void OverlayMap::unlock_after_fork_in_parent() { arena_.overlay_mutex().unlock(); }
+
+void OverlayMap::privatize_in_child() {
+  // Only system calls and memcpy here: this runs in a child of a possibly
+  // multi-threaded parent, before anything else.
+  for (auto& [page, x] : extents_) {
+    for (const Piece& p : x.pieces) {
+      void* tmp = mmap(nullptr, p.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (tmp == MAP_FAILED) continue;
+      auto* at = reinterpret_cast<void*>(p.start);
+      if (p.prot & PROT_READ) std::memcpy(tmp, at, p.len);
+      // Moving the private copy over the shared pages keeps the content and
+      // the address, and drops the link to the parent's arena.
+      void* moved = mremap(tmp, p.len, p.len, MREMAP_MAYMOVE | MREMAP_FIXED, at);
+      if (moved == MAP_FAILED) {
+        munmap(tmp, p.len);
+        continue;
+      }
+      mprotect(at, p.len, p.prot);
+    }
+  }
+  extents_.clear();
+  arena_.overlay_mutex().unlock();
 }
 
 }  // namespace sv::shm

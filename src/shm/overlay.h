@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <vector>
 
 namespace sv::shm {
 
@@ -37,11 +38,23 @@ class OverlayMap {
   std::optional<Pin> pin(uint64_t addr, uint64_t len);
   void unpin(uint64_t page);
 
+  // fork() support, called from pthread_atfork handlers. The child must not
+  // share overlaid pages with the parent (they are MAP_SHARED): it gets
+  // private copies, as the kernel copies pinned pages at fork.
+  void lock_for_fork();
+  void unlock_after_fork_in_parent();
+  void privatize_in_child();
+
  private:
+  struct Piece {
+    uint64_t start, len;
+    int prot;
+  };
   struct Extent {
     uint64_t arena_off;
     uint64_t len;
     uint32_t pins;
+    std::vector<Piece> pieces;  // original protections, to restore in a fork child
   };
   void collect_unmapped_extents();
 

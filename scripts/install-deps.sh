@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what softverbs needs to build and test on Debian 12: compilers and
+# CMake, the rdma-core headers we implement, GoogleTest / Google Benchmark,
+# and the Debian RDMA clients the end-to-end tests run unmodified.
+# Runs apt-get as root (through sudo when not root).
+set -euo pipefail
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+packages=(
+  cmake g++ make pkg-config binutils
+  libibverbs-dev librdmacm-dev          # the headers of the ABI we provide
+  ibverbs-utils rdmacm-utils perftest   # Debian's clients, run unmodified in tests
+  libgtest-dev libgmock-dev libbenchmark-dev
+  iproute2 procps python3
+)
+export DEBIAN_FRONTEND=noninteractive
+as_root apt-get update -qq
+as_root apt-get install -y -qq --no-install-recommends "${packages[@]}"
