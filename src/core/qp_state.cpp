@@ -47,7 +47,9 @@ constexpr Row kTable[kStates][kStates] = {
         /* RTS   */ {false, {}, {}},
         /* SQD   */ {false, {}, {}},
         /* SQE   */ {false, {}, {}},
-        /* ERR   */ {true, {}, {}},
+        // As in Linux's table (and so on every kernel-driven device): a QP
+        // in RESET has nothing to flush and cannot be moved to ERR.
+        /* ERR   */ {false, {}, {}},
     },
     /* INIT */ {
         /* RESET */ {true, {}, {}},

@@ -28,7 +28,7 @@ const Peer* PeerTable::get(uint32_t slot) {
   const ProcSlot& ps = registry_.proc(slot);
   if (p && p->incarnation == ps.incarnation.load(std::memory_order_acquire) &&
       ps.state.load(std::memory_order_acquire) == kProcLive)
-    return p;
+    return p->alive() ? p : nullptr;
   return map_slow(slot);
 }
 

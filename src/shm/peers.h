@@ -42,7 +42,8 @@ class PeerTable {
  public:
   PeerTable(Registry& registry, Arena& own_arena, uint32_t own_slot);
 
-  // The live process that owns registry `slot`, mapped; nullptr if none.
+  // The live process that owns registry `slot`, mapped; nullptr if none
+  // (never claimed, or its owner died).
   const Peer* get(uint32_t slot);
 
   // A write end of the peer's doorbell `index`, opened on first use;

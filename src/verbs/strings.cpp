@@ -12,7 +12,7 @@ SV_EXPORT const char* ibv_node_type_str(ibv_node_type t) {
 
 SV_EXPORT const char* ibv_port_state_str(ibv_port_state s) {
   static const char* const kNames[] = {"no state change (NOP)", "down", "init", "armed", "active",
-                                       "active deferred"};
+                                       "active defer"};
   if (s < IBV_PORT_NOP || s > IBV_PORT_ACTIVE_DEFER) return "unknown";
   return kNames[s];
 }
@@ -73,6 +73,7 @@ SV_EXPORT const char* ibv_wc_status_str(ibv_wc_status s) {
 
 namespace {
 
+// The line rates rdma-core reports (signalling rate x encoding efficiency).
 struct RateRow {
   ibv_rate rate;
   int mult;
@@ -84,10 +85,10 @@ constexpr RateRow kRates[] = {
     {IBV_RATE_20_GBPS, 8, 20000},       {IBV_RATE_30_GBPS, 12, 30000},      {IBV_RATE_40_GBPS, 16, 40000},
     {IBV_RATE_60_GBPS, 24, 60000},      {IBV_RATE_80_GBPS, 32, 80000},      {IBV_RATE_120_GBPS, 48, 120000},
     {IBV_RATE_14_GBPS, -1, 14062},      {IBV_RATE_56_GBPS, -1, 56250},      {IBV_RATE_112_GBPS, -1, 112500},
-    {IBV_RATE_168_GBPS, -1, 168750},    {IBV_RATE_25_GBPS, -1, 25781},      {IBV_RATE_100_GBPS, -1, 100000},
-    {IBV_RATE_200_GBPS, -1, 200000},    {IBV_RATE_300_GBPS, -1, 300000},    {IBV_RATE_28_GBPS, 11, 28125},
-    {IBV_RATE_50_GBPS, 20, 50000},      {IBV_RATE_400_GBPS, 160, 400000},   {IBV_RATE_600_GBPS, 240, 600000},
-    {IBV_RATE_800_GBPS, 320, 800000},   {IBV_RATE_1200_GBPS, 480, 1200000},
+    {IBV_RATE_168_GBPS, -1, 168750},    {IBV_RATE_25_GBPS, -1, 25781},      {IBV_RATE_100_GBPS, -1, 103125},
+    {IBV_RATE_200_GBPS, -1, 206250},    {IBV_RATE_300_GBPS, -1, 309375},    {IBV_RATE_28_GBPS, 11, 28125},
+    {IBV_RATE_50_GBPS, 20, 53125},      {IBV_RATE_400_GBPS, 160, 425000},   {IBV_RATE_600_GBPS, 240, 637500},
+    {IBV_RATE_800_GBPS, 320, 850000},   {IBV_RATE_1200_GBPS, 480, 1275000},
 };
 
 }  // namespace

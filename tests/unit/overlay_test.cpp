@@ -1,0 +1,104 @@
+// Registered-memory overlays: the application's bytes stay where they are
+// and keep their values, and become reachable through the arena.
+#include "shm/overlay.h"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "shm/host.h"
+#include "util/proc_maps.h"
+
+namespace sv::shm {
+namespace {
+
+bool mapped_from_arena(Host& host, uint64_t addr) {
+  for (const MapEntry& e : read_proc_maps())
+    if (e.start <= addr && addr < e.end) return e.inode == host.arena().inode() && e.shared;
+  return false;
+}
+
+TEST(Overlay, HeapBufferKeepsItsBytesAndNeighbours) {
+  Host* host = Host::get();
+  ASSERT_NE(host, nullptr);
+  std::vector<char*> blocks;
+  for (int i = 0; i < 64; ++i) {
+    blocks.push_back(static_cast<char*>(std::malloc(100)));
+    std::memset(blocks.back(), 'a' + i % 26, 100);
+  }
+  char* target = blocks[32];
+  auto pin = host->overlays().pin(reinterpret_cast<uint64_t>(target), 100);
+  ASSERT_TRUE(pin.has_value());
+  EXPECT_TRUE(mapped_from_arena(*host, reinterpret_cast<uint64_t>(target)));
+  for (int i = 0; i < 64; ++i)
+    for (int j = 0; j < 100; ++j) ASSERT_EQ(blocks[i][j], 'a' + i % 26) << i;
+  // The arena alias and the application's address are the same bytes.
+  char* alias = reinterpret_cast<char*>(host->arena().base() + pin->arena_off +
+                                        (reinterpret_cast<uint64_t>(target) - pin->page));
+  alias[5] = '!';
+  EXPECT_EQ(target[5], '!');
+  target[6] = '?';
+  EXPECT_EQ(alias[6], '?');
+  // malloc still works on these pages.
+  for (char* b : blocks) std::free(b);
+  for (int i = 0; i < 64; ++i) std::free(std::malloc(100));
+  host->overlays().unpin(pin->page);
+}
+
+TEST(Overlay, ContainedRangeReusesTheExtentAndPartialOverlapFallsBack) {
+  Host* host = Host::get();
+  ASSERT_NE(host, nullptr);
+  void* mem = mmap(nullptr, 5 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto base = reinterpret_cast<uint64_t>(mem);
+  auto whole = host->overlays().pin(base, 3 * 4096);
+  ASSERT_TRUE(whole);
+  auto inner = host->overlays().pin(base + 4096 + 10, 100);
+  ASSERT_TRUE(inner);
+  EXPECT_EQ(inner->page, whole->page);
+  EXPECT_EQ(inner->arena_off, whole->arena_off);
+  EXPECT_FALSE(host->overlays().pin(base + 2 * 4096, 2 * 4096));  // straddles the extent's end
+  host->overlays().unpin(inner->page);
+  host->overlays().unpin(whole->page);
+  munmap(mem, 5 * 4096);
+}
+
+TEST(Overlay, SharedMappingsAreNotOverlaid) {
+  Host* host = Host::get();
+  ASSERT_NE(host, nullptr);
+  void* mem = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  EXPECT_FALSE(host->overlays().pin(reinterpret_cast<uint64_t>(mem), 4096));
+  munmap(mem, 4096);
+}
+
+TEST(Overlay, ForkChildGetsAPrivateCopy) {
+  Host* host = Host::get();
+  ASSERT_NE(host, nullptr);
+  void* mem = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto* bytes = static_cast<volatile char*>(mem);
+  bytes[0] = 'p';
+  auto pin = host->overlays().pin(reinterpret_cast<uint64_t>(mem), 4096);
+  ASSERT_TRUE(pin);
+  pid_t child = fork();
+  if (child == 0) {
+    // The child sees the parent's bytes, and its writes stay its own.
+    int ok = bytes[0] == 'p';
+    bytes[0] = 'c';
+    _exit(ok ? 0 : 3);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(bytes[0], 'p');
+  host->overlays().unpin(pin->page);
+}
+
+}  // namespace
+}  // namespace sv::shm
