@@ -11,6 +11,7 @@ packages=(
   ibverbs-utils rdmacm-utils perftest   # Debian's clients, run unmodified in tests
   libgtest-dev libgmock-dev libbenchmark-dev
   iproute2 procps python3
+  ucx-utils libfabric-bin              # peers the benchmarks compare against
 )
 export DEBIAN_FRONTEND=noninteractive
 as_root apt-get update -qq

@@ -89,6 +89,7 @@ int get_async_event(Context* ctx, ibv_async_event* event) {
   for (;;) {
     {
       std::lock_guard g(ctx->async_mu);
+      ctx->async_bell.drain();  // before reading the ring: see get_cq_event
       uint64_t h = cs->head.load(std::memory_order_relaxed);
       while (h != cs->tail.load(std::memory_order_acquire)) {
         shm::AsyncRecord r = cs->ring[h % shm::kAsyncRingSize];

@@ -51,6 +51,10 @@ int get_cq_event(Channel* ch, Cq** out, void** cq_context) {
   for (;;) {
     {
       std::lock_guard g(ch->mu);
+      // Consume the wake-ups before looking at the flags: a wake-up that
+      // arrives after this finds its flag still set (at worst a spurious
+      // wake-up), while the reverse order could lose one.
+      ch->bell.drain();
       for (Cq* cq : ch->cqs)
         if (cq->shared->event_pending.exchange(0, std::memory_order_acq_rel)) ch->ready.push_back(cq);
       if (!ch->ready.empty()) {

@@ -48,12 +48,13 @@ struct Context : verbs_context {
   std::atomic<uint32_t> pd_count{0};
   std::atomic<uint32_t> ah_count{0};
 
-  // How messages leave this context: to a GID of this host, through shared
-  // memory; to any other GID, through the network transport (none yet).
+  // How messages leave this context: to a GID of this host (or a multicast
+  // group, whose members on this host are reached in shared memory), through
+  // shared memory; to any other GID, through the network transport (none yet).
   Transport* local_transport = nullptr;
   Transport* remote_transport = nullptr;
   Transport* transport_for(const ibv_gid& dgid) {
-    return is_local_gid(dgid) ? local_transport : remote_transport;
+    return is_local_gid(dgid) || gid_is_multicast(dgid) ? local_transport : remote_transport;
   }
 
   // Creates the context: joins the host, claims a ContextShared slot and

@@ -193,7 +193,7 @@ void push_local(Cq* cq, const shm::CqeFields& c, Qp* qp, uint64_t sq_pos) {
   {
     std::lock_guard g(cq->produce_mu);
     uint64_t t = cq->local_tail.load(std::memory_order_relaxed);
-    if (t - cq->local_head.load(std::memory_order_acquire) > cq->mask) {
+    if (t - cq->local_head.load(std::memory_order_acquire) >= static_cast<uint64_t>(cq->cqe)) {
       report_overrun(cq);
       return;
     }
@@ -211,13 +211,10 @@ bool push_shared(shm::PeerTable& peers, const shm::Peer& owner, shm::CqShared* c
   {
     shm::RobustLock lock(&cq->produce_lock);
     uint64_t t = cq->tail;
-    uint64_t cap = cq->capacity;
-    if (t - cq->cached_head >= cap) {
+    uint64_t cap = cq->capacity;  // holds cap - 1 completions: the CQ's cqe
+    if (t - cq->cached_head >= cap - 1) {
       cq->cached_head = cq->head.load(std::memory_order_acquire);
-      if (t - cq->cached_head >= cap) {
-        cq->overrun.store(1, std::memory_order_relaxed);
-        return false;
-      }
+      if (t - cq->cached_head >= cap - 1) return false;  // overrun: the caller reports it
     }
     auto* ring = owner.at<shm::Cqe>(cq->ring_off);
     if (!ring || !owner.contains(cq->ring_off, cap * sizeof(shm::Cqe))) return false;
@@ -246,7 +243,7 @@ int resize_cq(Cq* cq, int cqe) {
   shm::RobustLock lock(&s->produce_lock);
   uint64_t shared_pending = s->tail - cq->head;
   uint64_t local_pending = cq->local_tail.load() - cq->local_head.load();
-  if (shared_pending > cap - 1 || local_pending > cap - 1) return EINVAL;  // would drop completions
+  if (shared_pending + local_pending > cap - 1) return EINVAL;  // fewer entries than completions waiting
   uint64_t ring_off = arena.alloc(cap * sizeof(shm::Cqe));
   if (!ring_off) return ENOMEM;
   // Move pending entries, keeping their positions (and so their seq).

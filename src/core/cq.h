@@ -3,7 +3,12 @@
 //    deliver messages to our QPs (receive completions), under a robust lock;
 //  * a private ring, written only by this process (send completions,
 //    flushes), so our own completions never bounce a peer's cache lines.
-// ibv_poll_cq drains the shared ring first, then the private one.
+// ibv_poll_cq drains the shared ring first, then the private one. Each ring
+// overruns when it holds more than cqe completions; a CQ fed by both its own
+// sends and peers' deliveries without being polled can therefore hold up to
+// twice cqe before the overrun is reported (a real CQ would report it at
+// cqe + 1). Checking the sum on every completion would cost a cross-process
+// cache miss on the fast path.
 #pragma once
 
 #include <infiniband/verbs.h>

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/limits.h"
+#include "shm/layout.h"
 #include "shm/registry.h"
 
 namespace sv {
@@ -43,9 +44,9 @@ void fill_device_attr(ibv_device_attr* a) {
   a->max_mw = 0;
   a->max_raw_ipv6_qp = 0;
   a->max_raw_ethy_qp = 0;
-  a->max_mcast_grp = 0;
-  a->max_mcast_qp_attach = 0;
-  a->max_total_mcast_qp_attach = 0;
+  a->max_mcast_grp = shm::kMaxMcastGroups;
+  a->max_mcast_qp_attach = shm::kMaxMcastMembers;
+  a->max_total_mcast_qp_attach = shm::kMaxMcastGroups * shm::kMaxMcastMembers;
   a->max_ah = limits::kMaxAh;
   a->max_fmr = 0;
   a->max_map_per_fmr = 0;

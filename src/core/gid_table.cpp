@@ -23,6 +23,10 @@ bool gid_is_zero(const ibv_gid& g) {
   return gid_equal(g, kZero);
 }
 
+bool gid_is_multicast(const ibv_gid& g) {
+  return g.raw[0] == 0xff || (gid_is_ipv4_mapped(g) && (g.raw[12] & 0xf0) == 0xe0);
+}
+
 std::string gid_to_string(const ibv_gid& gid) {
   char buf[INET6_ADDRSTRLEN];
   inet_ntop(AF_INET6, gid.raw, buf, sizeof buf);

@@ -94,7 +94,7 @@ void flag_target_error(shm::PeerTable& peers, const shm::Peer& owner, shm::QpSha
 void complete_receive(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const shm::CqeFields& c) {
   shm::CqShared* cq = peer_cq(owner, t.recv_cq_off);
   if (!cq) return;
-  if (!push_shared(peers, owner, cq, c) && !cq->overrun.exchange(2))
+  if (!push_shared(peers, owner, cq, c) && !cq->overrun.exchange(1))
     raise_async(peers, owner, t.ctx_index, IBV_EVENT_CQ_ERR, shm::kAsyncCq, cq->cq_id);
 }
 

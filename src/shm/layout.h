@@ -27,7 +27,7 @@ namespace sv::shm {
 
 inline constexpr uint64_t kRegistryMagic = 0x31676572'76667673ull;  // "svfvreg1"
 inline constexpr uint64_t kArenaMagic = 0x31616e72'76667673ull;     // "svfvrna1"
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;
 
 inline constexpr uint32_t kMaxProcs = 256;  // slot 0 unused: QPNs 0/1 stay reserved
 inline constexpr uint32_t kMaxQps = 1u << 16;
@@ -65,6 +65,23 @@ struct alignas(128) ProcSlot {
 };
 static_assert(sizeof(ProcSlot) == 128);
 
+// Multicast groups of the host: which UD QPs (by QPN) are attached to which
+// multicast GID. Membership of a dead process is ignored at delivery and
+// cleaned up by the next attach.
+inline constexpr uint32_t kMaxMcastGroups = 128;
+inline constexpr uint32_t kMaxMcastMembers = 64;
+inline constexpr uint32_t kMulticastQpn = 0xffffff;
+
+struct McastGroup {
+  ibv_gid gid;
+  std::atomic<uint32_t> members[kMaxMcastMembers];  // QPNs, 0 = empty
+};
+
+struct McastTable {
+  pthread_mutex_t lock;  // robust: attach/detach only; delivery reads without it
+  McastGroup groups[kMaxMcastGroups];
+};
+
 struct RegistryHeader {
   uint64_t magic;
   uint32_t version;
@@ -72,6 +89,7 @@ struct RegistryHeader {
   uint64_t node_guid;  // stable per host, derived at creation
   uint8_t reserved[4096 - 24];
   ProcSlot procs[kMaxProcs];
+  McastTable mcast;
 };
 static_assert(offsetof(RegistryHeader, procs) == 4096);
 

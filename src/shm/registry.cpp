@@ -36,7 +36,10 @@ uint64_t host_node_guid() {
 
 Registry* Registry::open_or_create() {
   const Knobs& k = knobs();
-  std::string path = "/dev/shm/softverbs-" + k.domain;
+  // The layout version is part of the name: processes of builds with
+  // different layouts cannot talk, and must not overwrite each other's
+  // registry while they run.
+  std::string path = "/dev/shm/softverbs-" + k.domain + ".v" + std::to_string(kLayoutVersion);
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, k.domain_mode);
   if (fd < 0) {
     SV_ERROR("cannot open registry %s: %s", path.c_str(), strerror(errno));
@@ -77,13 +80,13 @@ Registry* Registry::open_or_create() {
   auto* hdr = static_cast<RegistryHeader*>(p);
   if (fresh || hdr->magic != kRegistryMagic || hdr->version != kLayoutVersion ||
       hdr->header_size != sizeof(RegistryHeader)) {
-    // Absent, or left by another build: no process of that build can be
-    // talking through a layout we do not understand, so start over.
-    if (!fresh) SV_WARN("re-initialising registry %s (layout changed)", path.c_str());
+    // New, or not a registry at all (a truncated or foreign file): start over.
+    if (!fresh) SV_WARN("re-initialising registry %s (it was not a valid registry)", path.c_str());
     std::memset(p, 0, sizeof(RegistryHeader));
     hdr->version = kLayoutVersion;
     hdr->header_size = sizeof(RegistryHeader);
     hdr->node_guid = host_node_guid();
+    robust_mutex_init(&hdr->mcast.lock);
     std::atomic_thread_fence(std::memory_order_release);
     hdr->magic = kRegistryMagic;
   }

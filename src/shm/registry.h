@@ -1,4 +1,4 @@
-// The host registry: /dev/shm/softverbs-<domain>, one per user by default
+// The host registry: /dev/shm/softverbs-<domain>.v<layout>, one per user by default
 // (mode 0600), holding one ProcSlot per attached process. It is the only
 // shared file with a name; everything else is reached through it.
 #pragma once
@@ -12,8 +12,7 @@ namespace sv::shm {
 
 class Registry {
  public:
-  // Opens the registry of the configured domain, creating or re-initialising
-  // it when absent or left by an incompatible build with no live process.
+  // Opens the registry of the configured domain, creating it when absent.
   // Returns nullptr (errno set) on failure.
   static Registry* open_or_create();
 

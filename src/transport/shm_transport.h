@@ -17,6 +17,9 @@ class ShmTransport final : public Transport {
   Response deliver(const Message& m) override;
 
  private:
+  Response deliver_to_qp(const Message& m);
+  Response deliver_to_group(const Message& m);
+
   shm::Host& host_;
 };
 

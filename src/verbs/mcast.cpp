@@ -1,9 +1,18 @@
-// Multicast attach/detach. Multicast delivery is not implemented yet, so the
-// device reports max_mcast_grp = 0 and refuses attaching.
+// Multicast attach/detach (UD QPs; delivery to every attached QP of the host).
+#include "core/multicast.h"
+#include "core/qp.h"
 #include "verbs/abi.h"
 
-SV_EXPORT int sv_ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) { return EOPNOTSUPP; }
+using namespace sv;
+
+SV_EXPORT int sv_ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+  if (!qp || !gid) return EINVAL;
+  return attach_mcast(Qp::from(qp), *gid, lid);
+}
 SV_DEFAULT_1_1(ibv_attach_mcast)
 
-SV_EXPORT int sv_ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) { return EOPNOTSUPP; }
+SV_EXPORT int sv_ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+  if (!qp || !gid) return EINVAL;
+  return detach_mcast(Qp::from(qp), *gid, lid);
+}
 SV_DEFAULT_1_1(ibv_detach_mcast)
