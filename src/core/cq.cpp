@@ -50,6 +50,12 @@ bool consume_arm(shm::CqShared* cq, bool solicited_or_error) {
   return true;
 }
 
+// The producers' position in the shared ring; they write it under their lock,
+// we only need a recent value.
+uint64_t shared_tail(const shm::CqShared* s) {
+  return std::atomic_ref<const uint64_t>(s->tail).load(std::memory_order_acquire);
+}
+
 bool wants_event(const shm::CqeFields& c) { return c.solicited || c.status != IBV_WC_SUCCESS; }
 
 void report_overrun(Cq* cq) {
@@ -193,7 +199,10 @@ void push_local(Cq* cq, const shm::CqeFields& c, Qp* qp, uint64_t sq_pos) {
   {
     std::lock_guard g(cq->produce_mu);
     uint64_t t = cq->local_tail.load(std::memory_order_relaxed);
-    if (t - cq->local_head.load(std::memory_order_acquire) >= static_cast<uint64_t>(cq->cqe)) {
+    // Completions waiting in both rings count against cqe.
+    uint64_t waiting = t - cq->local_head.load(std::memory_order_acquire) +
+                       (shared_tail(cq->shared) - cq->shared->head.load(std::memory_order_acquire));
+    if (waiting >= static_cast<uint64_t>(cq->cqe)) {
       report_overrun(cq);
       return;
     }
@@ -222,7 +231,7 @@ bool push_shared(shm::PeerTable& peers, const shm::Peer& owner, shm::CqShared* c
     slot.f = c;
     if (cq->flags & shm::kCqTimestamps) slot.f.ts_ns = monotonic_ns();
     slot.seq.store(t + 1, std::memory_order_release);
-    cq->tail = t + 1;
+    std::atomic_ref<uint64_t>(cq->tail).store(t + 1, std::memory_order_release);
   }
   // Without a completion channel there is nobody to wake.
   uint32_t bell = cq->doorbell.load(std::memory_order_acquire);

@@ -3,12 +3,12 @@
 //    deliver messages to our QPs (receive completions), under a robust lock;
 //  * a private ring, written only by this process (send completions,
 //    flushes), so our own completions never bounce a peer's cache lines.
-// ibv_poll_cq drains the shared ring first, then the private one. Each ring
-// overruns when it holds more than cqe completions; a CQ fed by both its own
-// sends and peers' deliveries without being polled can therefore hold up to
-// twice cqe before the overrun is reported (a real CQ would report it at
-// cqe + 1). Checking the sum on every completion would cost a cross-process
-// cache miss on the fast path.
+// ibv_poll_cq drains the shared ring first, then the private one.
+// Overrun (more than cqe completions waiting): when this process adds a
+// completion it counts both rings, exactly; a peer adding one counts only
+// the shared ring (reading our private count would put a cross-process cache
+// miss on every delivery), so a peer's completion into a CQ that only our own
+// completions filled is refused by the ring, or reported at our next one.
 #pragma once
 
 #include <infiniband/verbs.h>

@@ -18,11 +18,11 @@ Host* g_host = nullptr;
 
 void before_fork() {
   g_attach_mu.lock();
-  if (g_host) g_host->overlays().lock_for_fork();
+  if (g_host) g_host->overlays().prepare_fork();
 }
 
 void after_fork_in_parent() {
-  if (g_host) g_host->overlays().unlock_after_fork_in_parent();
+  if (g_host) g_host->overlays().parent_after_fork();
   g_attach_mu.unlock();
 }
 
@@ -30,7 +30,7 @@ void forget_host_in_child() {
   // The child inherits none of our queues (MADV_DONTFORK) and no keeper
   // thread; verbs objects of the parent are unusable in it, as with a NIC.
   // Registered memory becomes ordinary private memory of the child.
-  if (g_host) g_host->overlays().privatize_in_child();
+  if (g_host) g_host->overlays().child_after_fork();
   g_host = nullptr;
   new (&g_attach_mu) std::mutex;
   keeper_forget_after_fork();

@@ -229,7 +229,7 @@ struct alignas(64) CqShared {
   uint64_t ring_off;  // Cqe[capacity]
 
   alignas(64) pthread_mutex_t produce_lock;  // robust: held by peers
-  uint64_t tail;         // under produce_lock
+  uint64_t tail;         // written under produce_lock (atomically: the owner reads it)
   uint64_t cached_head;  // producer's stale copy of head, refreshed when full
 
   alignas(64) std::atomic<uint64_t> head;  // consumer (owner) position

@@ -174,26 +174,41 @@ void OverlayMap::unpin(uint64_t page) {
   if (it != extents_.end() && it->second.pins) --it->second.pins;
 }
 
-void OverlayMap::lock_for_fork() { arena_.overlay_mutex().lock(); }
-void OverlayMap::unlock_after_fork_in_parent() { arena_.overlay_mutex().unlock(); }
+void OverlayMap::prepare_fork() {
+  arena_.overlay_mutex().lock();
+  for (auto& [page, x] : extents_) {
+    for (Piece& p : x.pieces) {
+      void* snap = mmap(nullptr, p.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (snap == MAP_FAILED) continue;  // the child then lacks these pages, like ibv_dontfork_range
+      if (p.prot & PROT_READ) copy_pages(static_cast<uint8_t*>(snap), reinterpret_cast<const uint8_t*>(p.start), p.len);
+      p.snapshot = snap;
+      madvise(reinterpret_cast<void*>(p.start), p.len, MADV_DONTFORK);
+    }
+  }
+}
 
-void OverlayMap::privatize_in_child() {
-  // Only system calls and memcpy here: this runs in a child of a possibly
+void OverlayMap::parent_after_fork() {
+  for (auto& [page, x] : extents_) {
+    for (Piece& p : x.pieces) {
+      if (!p.snapshot) continue;
+      madvise(reinterpret_cast<void*>(p.start), p.len, MADV_DOFORK);
+      munmap(p.snapshot, p.len);
+      p.snapshot = nullptr;
+    }
+  }
+  arena_.overlay_mutex().unlock();
+}
+
+void OverlayMap::child_after_fork() {
+  // Only system calls here: this runs in the child of a possibly
   // multi-threaded parent, before anything else.
   for (auto& [page, x] : extents_) {
-    for (const Piece& p : x.pieces) {
-      void* tmp = mmap(nullptr, p.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (tmp == MAP_FAILED) continue;
+    for (Piece& p : x.pieces) {
+      if (!p.snapshot) continue;
       auto* at = reinterpret_cast<void*>(p.start);
-      if (p.prot & PROT_READ) copy_pages(static_cast<uint8_t*>(tmp), static_cast<const uint8_t*>(at), p.len);
-      // Moving the private copy over the shared pages keeps the content and
-      // the address, and drops the link to the parent's arena.
-      void* moved = mremap(tmp, p.len, p.len, MREMAP_MAYMOVE | MREMAP_FIXED, at);
-      if (moved == MAP_FAILED) {
-        munmap(tmp, p.len);
-        continue;
-      }
-      mprotect(at, p.len, p.prot);
+      if (mremap(p.snapshot, p.len, p.len, MREMAP_MAYMOVE | MREMAP_FIXED, at) != MAP_FAILED)
+        mprotect(at, p.len, p.prot);
+      p.snapshot = nullptr;
     }
   }
   extents_.clear();

@@ -38,17 +38,21 @@ class OverlayMap {
   std::optional<Pin> pin(uint64_t addr, uint64_t len);
   void unpin(uint64_t page);
 
-  // fork() support, called from pthread_atfork handlers. The child must not
-  // share overlaid pages with the parent (they are MAP_SHARED): it gets
-  // private copies, as the kernel copies pinned pages at fork.
-  void lock_for_fork();
-  void unlock_after_fork_in_parent();
-  void privatize_in_child();
+  // fork() support, from pthread_atfork handlers. The child must not share
+  // overlaid pages with the parent (they are MAP_SHARED): it gets private
+  // copies made at fork time, as the kernel copies pinned pages at fork.
+  // Before the fork the pages are copied into private anonymous memory
+  // (which fork duplicates) and kept out of the child (MADV_DONTFORK); the
+  // child moves the copies into place, the parent drops them.
+  void prepare_fork();
+  void parent_after_fork();
+  void child_after_fork();
 
  private:
   struct Piece {
     uint64_t start, len;
     int prot;
+    void* snapshot = nullptr;  // the fork-time copy, between prepare and after-fork
   };
   struct Extent {
     uint64_t arena_off;
