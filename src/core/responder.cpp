@@ -145,7 +145,8 @@ Response respond_send(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShar
     return Response{Outcome::kDropped, 0};
   }
   shm::CqeFields c = receive_cqe(t, m, w);
-  Scatter s(owner, t.pd, w);
+  // The receive buffers belong to the queue's PD (an SRQ's may differ from the QP's).
+  Scatter s(owner, q->pd, w);
   bool ok = true;
   if (m.qp_type == IBV_QPT_UD) {
     uint8_t grh[kGrhBytes];

@@ -29,10 +29,12 @@ int prot_of(const MapEntry& e) {
 }
 
 // Overlays work on whole pages, so these read bytes of other allocations
-// that share a page with the registered buffer (and, under ASan, their
-// redzones): that is the point, not an overflow. They are kept out of the
-// sanitizer and out of memcpy (which ASan intercepts).
-#define SV_RAW_MEMORY __attribute__((no_sanitize("address"), optimize("no-tree-loop-distribute-patterns")))
+// that share a page with the registered buffer, live or freed (and, under
+// ASan, their redzones): that is the point, not an overflow or a use after
+// free. They are kept out of the sanitizers and out of memcpy (which ASan
+// intercepts).
+#define SV_RAW_MEMORY \
+  __attribute__((no_sanitize("address", "thread"), optimize("no-tree-loop-distribute-patterns")))
 
 SV_RAW_MEMORY bool page_is_zero(const uint8_t* p) {
   const auto* w = reinterpret_cast<const volatile uint64_t*>(p);

@@ -1,16 +1,19 @@
 // A peer's death is seen through its registry liveness lock (robust futex),
 // whatever way it dies, and its slot becomes reusable.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sanitizers.h"
 #include "shm/host.h"
 
 namespace sv::shm {
 namespace {
 
 TEST(Liveness, KilledPeerIsSeenDead) {
+  SV_SKIP_IF_FORK_UNSUPPORTED();
   Host* host = Host::get();
   ASSERT_NE(host, nullptr);
   int fds[2];
@@ -24,6 +27,8 @@ TEST(Liveness, KilledPeerIsSeenDead) {
     _exit(0);
   }
   uint32_t slot = 0;
+  pollfd pfd{fds[0], POLLIN, 0};
+  ASSERT_EQ(poll(&pfd, 1, 10000), 1) << "the child did not report its slot";
   ASSERT_EQ(read(fds[0], &slot, sizeof slot), static_cast<ssize_t>(sizeof slot));
   ASSERT_NE(slot, 0u);
   ASSERT_NE(slot, host->slot());

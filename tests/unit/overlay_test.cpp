@@ -1,5 +1,6 @@
 // Registered-memory overlays: the application's bytes stay where they are
 // and keep their values, and become reachable through the arena.
+#include "sanitizers.h"
 #include "shm/overlay.h"
 
 #include <gtest/gtest.h>
@@ -78,6 +79,7 @@ TEST(Overlay, SharedMappingsAreNotOverlaid) {
 }
 
 TEST(Overlay, ForkChildGetsAPrivateCopy) {
+  SV_SKIP_IF_FORK_UNSUPPORTED();
   Host* host = Host::get();
   ASSERT_NE(host, nullptr);
   void* mem = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "sanitizers.h"
 #include "verbs_fixture.h"
 
 using namespace svtest;
@@ -134,6 +135,7 @@ TEST(Multicast, OnlyUdQpsAndMulticastGids) {
 }
 
 TEST(Multicast, ReachesAnotherProcess) {
+  SV_SKIP_IF_FORK_UNSUPPORTED();
   const ibv_gid gid = group_gid("239.1.2.5");
   int ready[2], done[2];
   ASSERT_EQ(pipe(ready), 0);

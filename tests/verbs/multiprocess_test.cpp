@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "sanitizers.h"
 #include "verbs_fixture.h"
 #include "verbs_test_util.h"
 
@@ -201,6 +202,7 @@ struct ChildRc {
 // ================================================================ tests
 
 TEST(MultiProcess, RcSendBothDirections) {
+  SV_SKIP_IF_FORK_UNSUPPORTED();
   Device dev;
   ibv_cq* cq = ibv_create_cq(dev.ctx, 16, nullptr, nullptr, 0);
   ASSERT_NE(cq, nullptr);
@@ -254,6 +256,7 @@ TEST(MultiProcess, RcSendBothDirections) {
 }
 
 TEST(MultiProcess, ChildAsleepInGetCqEventUsesNoCpuAndWakes) {
+  SV_SKIP_IF_FORK_UNSUPPORTED();
   Device dev;
   ibv_cq* cq = ibv_create_cq(dev.ctx, 16, nullptr, nullptr, 0);
   ASSERT_NE(cq, nullptr);
@@ -323,6 +326,7 @@ TEST(MultiProcess, ChildAsleepInGetCqEventUsesNoCpuAndWakes) {
 // ms) and retry_cnt 2, a send completes with IBV_WC_RETRY_EXC_ERR after
 // about 3 timeouts (12.6 ms). Generous bound: 250 ms. Never a hang.
 TEST(MultiProcess, KilledPeerGivesRetryExceeded) {
+  SV_SKIP_IF_FORK_UNSUPPORTED();
   struct Case {
     const char* name;
     bool first_send_delivered;  // else: the send is waiting on RNR when the peer dies
@@ -392,6 +396,7 @@ TEST(MultiProcess, KilledPeerGivesRetryExceeded) {
 // Registered memory keeps fork()'s copy semantics: neither process sees the
 // other's writes, and the parent's MR keeps working.
 TEST(MultiProcess, ForkKeepsRegisteredMemoryPrivate) {
+  SV_SKIP_IF_FORK_UNSUPPORTED();
   Device dev;
   QpPair p(dev, IBV_QPT_RC);
   constexpr size_t N = 3 * 4096;
