@@ -9,6 +9,7 @@
 #include "core/requester.h"
 #include "core/scheduler.h"
 #include "util/bits.h"
+#include "util/raw_enum.h"
 #include "util/log.h"
 
 namespace sv {
@@ -47,7 +48,7 @@ uint64_t send_ops_supported_for(ibv_qp_type t) {
   return send_ops_valid_for(t) & kImplemented;
 }
 
-bool opcode_allowed(ibv_qp_type t, ibv_wr_opcode op) {
+bool opcode_allowed(ibv_qp_type t, int op) {
   switch (op) {
     case IBV_WR_SEND:
     case IBV_WR_SEND_WITH_IMM:
@@ -66,7 +67,7 @@ bool opcode_allowed(ibv_qp_type t, ibv_wr_opcode op) {
 // Checks the ibv_qp_init_attr_ex; 0 or the errno the verbs specify.
 int check_init_attr(Context* ctx, const ibv_qp_init_attr_ex& a) {
   if (a.comp_mask & ~kKnownInitMask) return EINVAL;
-  switch (a.qp_type) {
+  switch (raw_enum(a.qp_type)) {
     case IBV_QPT_RC:
     case IBV_QPT_UC:
     case IBV_QPT_UD:
@@ -110,8 +111,7 @@ int check_init_attr(Context* ctx, const ibv_qp_init_attr_ex& a) {
 // Value checks for the attributes named in `mask` (the mask itself was
 // already checked against the state table).
 int check_attr_values(Qp* qp, const ibv_qp_attr& a, int mask) {
-  if ((mask & IBV_QP_STATE) && (a.qp_state < IBV_QPS_RESET || a.qp_state > IBV_QPS_ERR)) return EINVAL;
-  if ((mask & IBV_QP_CUR_STATE) && a.cur_qp_state != qp->state()) return EINVAL;
+  if ((mask & IBV_QP_CUR_STATE) && raw_enum(a.cur_qp_state) != qp->state()) return EINVAL;
   if ((mask & IBV_QP_PKEY_INDEX) && a.pkey_index >= limits::kMaxPkeys) return EINVAL;
   if ((mask & IBV_QP_PORT) && a.port_num != 1) return EINVAL;
   if ((mask & IBV_QP_AV)) {
@@ -119,8 +119,9 @@ int check_attr_values(Qp* qp, const ibv_qp_attr& a, int mask) {
   }
   // Alternate paths (APM) do not exist on RoCE: the kernel refuses them too.
   if (mask & IBV_QP_ALT_PATH) return EINVAL;
-  if ((mask & IBV_QP_PATH_MIG_STATE) && a.path_mig_state != IBV_MIG_MIGRATED) return EINVAL;
-  if ((mask & IBV_QP_PATH_MTU) && (a.path_mtu < IBV_MTU_256 || a.path_mtu > IBV_MTU_4096)) return EINVAL;
+  if ((mask & IBV_QP_PATH_MIG_STATE) && raw_enum(a.path_mig_state) != IBV_MIG_MIGRATED) return EINVAL;
+  if ((mask & IBV_QP_PATH_MTU) && (raw_enum(a.path_mtu) < IBV_MTU_256 || raw_enum(a.path_mtu) > IBV_MTU_4096))
+    return EINVAL;
   if ((mask & IBV_QP_TIMEOUT) && a.timeout > 31) return EINVAL;
   if ((mask & IBV_QP_RETRY_CNT) && a.retry_cnt > 7) return EINVAL;
   if ((mask & IBV_QP_RNR_RETRY) && a.rnr_retry > 7) return EINVAL;
@@ -299,8 +300,9 @@ int modify_qp(Qp* qp, ibv_qp_attr* attr, int mask) {
   std::lock_guard g(qp->sq_mu);
   absorb_remote_error_locked(qp);
   ibv_qp_state cur = qp->state();
-  ibv_qp_state next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
-  if ((mask & IBV_QP_STATE) && (next < IBV_QPS_RESET || next > IBV_QPS_ERR)) return EINVAL;
+  int requested = (mask & IBV_QP_STATE) ? raw_enum(attr->qp_state) : cur;
+  if (requested < IBV_QPS_RESET || requested > IBV_QPS_ERR) return EINVAL;
+  ibv_qp_state next = static_cast<ibv_qp_state>(requested);
   if (!qp_mask_ok(cur, next, qp->type, static_cast<unsigned>(mask))) {
     SV_INFO("modify_qp %#x: %s -> %s with mask %#x is not a valid transition", qp->qp_base.qp_num,
             qp_state_name(cur), qp_state_name(next), mask);
@@ -442,7 +444,8 @@ int post_send(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   }
   int rc = 0;
   for (; wr; wr = wr->next) {
-    if (!opcode_allowed(qp->type, wr->opcode) || wr->num_sge < 0 ||
+    const int op = raw_enum(wr->opcode);
+    if (!opcode_allowed(qp->type, op) || wr->num_sge < 0 ||
         static_cast<uint32_t>(wr->num_sge) > qp->cap.max_send_sge) {
       rc = EINVAL;
       break;
@@ -474,13 +477,14 @@ int post_send(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       }
       uint8_t* dst = qp->inline_buf(pos);
       for (int i = 0; i < wr->num_sge; ++i) {
+        if (!wr->sg_list[i].length) continue;
         std::memcpy(dst, reinterpret_cast<const void*>(wr->sg_list[i].addr), wr->sg_list[i].length);
         dst += wr->sg_list[i].length;
       }
       w.num_sge = 0;
     } else {
       w.num_sge = static_cast<uint32_t>(wr->num_sge);
-      std::memcpy(qp->sges(pos), wr->sg_list, sizeof(ibv_sge) * wr->num_sge);
+      if (wr->num_sge) std::memcpy(qp->sges(pos), wr->sg_list, sizeof(ibv_sge) * wr->num_sge);
     }
     if (wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
         wr->opcode == IBV_WR_RDMA_READ) {

@@ -157,6 +157,7 @@ void wr_set_inline_data_list(ibv_qp_ex* q, size_t n, const ibv_data_buf* bufs) {
   }
   uint8_t* dst = qp->inline_buf(cur_pos(qp));
   for (size_t i = 0; i < n; ++i) {
+    if (!bufs[i].length) continue;
     std::memcpy(dst, bufs[i].addr, bufs[i].length);
     dst += bufs[i].length;
   }

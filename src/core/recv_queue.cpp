@@ -70,7 +70,7 @@ int RecvQueue::post(ibv_recv_wr* wr, ibv_recv_wr** bad) {
     auto* w = reinterpret_cast<shm::RecvWqe*>(ring_ + (tail & (shared_->capacity - 1)) * shared_->stride);
     w->wr_id = wr->wr_id;
     w->num_sge = static_cast<uint32_t>(wr->num_sge);
-    std::memcpy(w->sge, wr->sg_list, sizeof(ibv_sge) * wr->num_sge);
+    if (wr->num_sge) std::memcpy(w->sge, wr->sg_list, sizeof(ibv_sge) * wr->num_sge);
     ++tail;
   }
   shared_->tail.store(tail, std::memory_order_release);

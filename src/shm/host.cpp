@@ -27,10 +27,12 @@ void after_fork_in_parent() {
 }
 
 void forget_host_in_child() {
+  // Registered memory becomes ordinary private memory of the child. This
+  // comes first: until it is done, heap pages may be missing in the child.
+  restore_overlays_in_fork_child();
   // The child inherits none of our queues (MADV_DONTFORK) and no keeper
   // thread; verbs objects of the parent are unusable in it, as with a NIC.
-  // Registered memory becomes ordinary private memory of the child.
-  if (g_host) g_host->overlays().child_after_fork();
+  // The parent's Host (whose overlay lock the parent holds) is abandoned.
   g_host = nullptr;
   new (&g_attach_mu) std::mutex;
   keeper_forget_after_fork();

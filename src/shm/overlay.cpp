@@ -176,45 +176,75 @@ void OverlayMap::unpin(uint64_t page) {
   if (it != extents_.end() && it->second.pins) --it->second.pins;
 }
 
+namespace {
+
+// What a fork child must restore, in memory of its own (not the heap).
+struct ForkPiece {
+  uint64_t start, len;
+  int prot;
+  void* snapshot;
+};
+struct ForkPlan {
+  uint64_t bytes;  // of this mapping
+  uint64_t count;
+  ForkPiece pieces[];
+};
+ForkPlan* g_fork_plan = nullptr;
+
+}  // namespace
+
 void OverlayMap::prepare_fork() {
   arena_.overlay_mutex().lock();
+  std::vector<MapEntry> maps = read_proc_maps();
+  uint64_t count = 0;
+  for (auto& [page, x] : extents_) count += x.pieces.size();
+  uint64_t bytes = align_up(sizeof(ForkPlan) + count * sizeof(ForkPiece), kPage);
+  void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return;  // the child then shares these pages, as before fork() copied pinned pages
+  auto* plan = static_cast<ForkPlan*>(m);
+  plan->bytes = bytes;
+  plan->count = 0;
   for (auto& [page, x] : extents_) {
-    for (Piece& p : x.pieces) {
+    for (const Piece& p : x.pieces) {
+      // Only pages still mapped from the arena: the application may have
+      // unmapped (or replaced) some since they were registered.
+      if (!still_ours(maps, arena_.inode(), p.start, p.start + p.len, x.arena_off + (p.start - page))) continue;
       void* snap = mmap(nullptr, p.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (snap == MAP_FAILED) continue;  // the child then lacks these pages, like ibv_dontfork_range
-      if (p.prot & PROT_READ) copy_pages(static_cast<uint8_t*>(snap), reinterpret_cast<const uint8_t*>(p.start), p.len);
-      p.snapshot = snap;
+      if (snap == MAP_FAILED) continue;
+      if (p.prot & PROT_READ)
+        copy_pages(static_cast<uint8_t*>(snap), reinterpret_cast<const uint8_t*>(p.start), p.len);
       madvise(reinterpret_cast<void*>(p.start), p.len, MADV_DONTFORK);
+      plan->pieces[plan->count++] = ForkPiece{p.start, p.len, p.prot, snap};
     }
   }
+  g_fork_plan = plan;
 }
 
 void OverlayMap::parent_after_fork() {
-  for (auto& [page, x] : extents_) {
-    for (Piece& p : x.pieces) {
-      if (!p.snapshot) continue;
+  if (ForkPlan* plan = g_fork_plan) {
+    for (uint64_t i = 0; i < plan->count; ++i) {
+      const ForkPiece& p = plan->pieces[i];
       madvise(reinterpret_cast<void*>(p.start), p.len, MADV_DOFORK);
       munmap(p.snapshot, p.len);
-      p.snapshot = nullptr;
     }
+    g_fork_plan = nullptr;
+    munmap(plan, plan->bytes);
   }
   arena_.overlay_mutex().unlock();
 }
 
-void OverlayMap::child_after_fork() {
+void restore_overlays_in_fork_child() {
   // Only system calls here: this runs in the child of a possibly
   // multi-threaded parent, before anything else.
-  for (auto& [page, x] : extents_) {
-    for (Piece& p : x.pieces) {
-      if (!p.snapshot) continue;
-      auto* at = reinterpret_cast<void*>(p.start);
-      if (mremap(p.snapshot, p.len, p.len, MREMAP_MAYMOVE | MREMAP_FIXED, at) != MAP_FAILED)
-        mprotect(at, p.len, p.prot);
-      p.snapshot = nullptr;
-    }
+  ForkPlan* plan = g_fork_plan;
+  if (!plan) return;
+  for (uint64_t i = 0; i < plan->count; ++i) {
+    const ForkPiece& p = plan->pieces[i];
+    auto* at = reinterpret_cast<void*>(p.start);
+    if (mremap(p.snapshot, p.len, p.len, MREMAP_MAYMOVE | MREMAP_FIXED, at) != MAP_FAILED) mprotect(at, p.len, p.prot);
   }
-  extents_.clear();
-  arena_.overlay_mutex().unlock();
+  g_fork_plan = nullptr;
+  munmap(plan, plan->bytes);
 }
 
 }  // namespace sv::shm

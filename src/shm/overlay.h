@@ -43,16 +43,15 @@ class OverlayMap {
   // copies made at fork time, as the kernel copies pinned pages at fork.
   // Before the fork the pages are copied into private anonymous memory
   // (which fork duplicates) and kept out of the child (MADV_DONTFORK); the
-  // child moves the copies into place, the parent drops them.
+  // child moves the copies into place (restore_overlays_in_fork_child), the
+  // parent drops them.
   void prepare_fork();
   void parent_after_fork();
-  void child_after_fork();
 
  private:
   struct Piece {
     uint64_t start, len;
     int prot;
-    void* snapshot = nullptr;  // the fork-time copy, between prepare and after-fork
   };
   struct Extent {
     uint64_t arena_off;
@@ -65,5 +64,10 @@ class OverlayMap {
   Arena& arena_;
   std::map<uint64_t, Extent> extents_;  // page -> extent
 };
+
+// First thing in a fork child: puts the fork-time copies of overlaid pages in
+// place. It reads nothing but its plan, which lives in its own mapping: the
+// heap (our objects included) may sit on the very pages being restored.
+void restore_overlays_in_fork_child();
 
 }  // namespace sv::shm

@@ -1,5 +1,6 @@
 // Shared receive queues.
 #include "core/srq.h"
+#include "util/raw_enum.h"
 #include "verbs/abi.h"
 
 using namespace sv;
@@ -15,7 +16,7 @@ ibv_srq* create_srq_ex_op(ibv_context* context, ibv_srq_init_attr_ex* a) {
                               IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
   if (a->comp_mask & ~kKnown) return fail_ptr<ibv_srq>(EINVAL);
   if (!(a->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !a->pd) return fail_ptr<ibv_srq>(EINVAL);
-  ibv_srq_type type = (a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? a->srq_type : IBV_SRQT_BASIC;
+  int type = (a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? raw_enum(a->srq_type) : IBV_SRQT_BASIC;
   if (type == IBV_SRQT_XRC || type == IBV_SRQT_TM) return fail_ptr<ibv_srq>(EOPNOTSUPP);
   if (type != IBV_SRQT_BASIC) return fail_ptr<ibv_srq>(EINVAL);
   ibv_srq_init_attr basic{a->srq_context, a->attr};

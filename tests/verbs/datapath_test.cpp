@@ -379,7 +379,7 @@ TEST(PostSend, InvalidOpcodeForTheQpType) {
   struct Case {
     const char* name;
     ibv_qp_type type;
-    ibv_wr_opcode op;
+    int op;  // an int: some rows hold values that are not valid ibv_wr_opcode
   } cases[] = {
       {"uc_rdma_read", IBV_QPT_UC, IBV_WR_RDMA_READ},
       {"ud_rdma_write", IBV_QPT_UD, IBV_WR_RDMA_WRITE},
@@ -392,8 +392,8 @@ TEST(PostSend, InvalidOpcodeForTheQpType) {
       // atomic_cap is IBV_ATOMIC_NONE on this device: atomics are refused.
       {"rc_cmp_swap", IBV_QPT_RC, IBV_WR_ATOMIC_CMP_AND_SWP},
       {"rc_fetch_add", IBV_QPT_RC, IBV_WR_ATOMIC_FETCH_AND_ADD},
-      {"rc_garbage_opcode", IBV_QPT_RC, static_cast<ibv_wr_opcode>(0x55)},
-      {"ud_garbage_opcode", IBV_QPT_UD, static_cast<ibv_wr_opcode>(0x55)},
+      {"rc_garbage_opcode", IBV_QPT_RC, 0x55},
+      {"ud_garbage_opcode", IBV_QPT_UD, 0x55},
   };
   Device dev;
   std::map<ibv_qp_type, std::unique_ptr<QpPair>> pairs;
@@ -403,7 +403,8 @@ TEST(PostSend, InvalidOpcodeForTheQpType) {
     auto& p = pairs[c.type];
     if (!p) p = std::make_unique<QpPair>(dev, c.type);
     ibv_sge sg = src.sge(0, 8);
-    ibv_send_wr wr = make_wr(1, &sg, 1, c.op);
+    ibv_send_wr wr = make_wr(1, &sg, 1, IBV_WR_SEND);
+    std::memcpy(&wr.opcode, &c.op, sizeof c.op);  // as a C program would store any int
     wr.wr.rdma.remote_addr = target.addr();
     wr.wr.rdma.rkey = target.mr->rkey;
     if (c.op == IBV_WR_ATOMIC_CMP_AND_SWP || c.op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
