@@ -50,10 +50,13 @@ bool consume_arm(shm::CqShared* cq, bool solicited_or_error) {
   return true;
 }
 
-// The producers' position in the shared ring; they write it under their lock,
-// we only need a recent value.
-uint64_t shared_tail(const shm::CqShared* s) {
-  return std::atomic_ref<const uint64_t>(s->tail).load(std::memory_order_acquire);
+// Completions waiting in the shared ring. Producers advance `tail` before
+// publishing an entry, so tail >= head; the clamp guards against a peer that
+// does not keep that rule.
+uint64_t shared_waiting(const shm::CqShared* s) {
+  uint64_t head = s->head.load(std::memory_order_acquire);
+  uint64_t tail = std::atomic_ref<const uint64_t>(s->tail).load(std::memory_order_acquire);
+  return tail > head ? tail - head : 0;
 }
 
 bool wants_event(const shm::CqeFields& c) { return c.solicited || c.status != IBV_WC_SUCCESS; }
@@ -200,8 +203,7 @@ void push_local(Cq* cq, const shm::CqeFields& c, Qp* qp, uint64_t sq_pos) {
     std::lock_guard g(cq->produce_mu);
     uint64_t t = cq->local_tail.load(std::memory_order_relaxed);
     // Completions waiting in both rings count against cqe.
-    uint64_t waiting = t - cq->local_head.load(std::memory_order_acquire) +
-                       (shared_tail(cq->shared) - cq->shared->head.load(std::memory_order_acquire));
+    uint64_t waiting = t - cq->local_head.load(std::memory_order_acquire) + shared_waiting(cq->shared);
     if (waiting >= static_cast<uint64_t>(cq->cqe)) {
       report_overrun(cq);
       return;
@@ -230,8 +232,10 @@ bool push_shared(shm::PeerTable& peers, const shm::Peer& owner, shm::CqShared* c
     shm::Cqe& slot = ring[t & (cap - 1)];
     slot.f = c;
     if (cq->flags & shm::kCqTimestamps) slot.f.ts_ns = monotonic_ns();
-    slot.seq.store(t + 1, std::memory_order_release);
+    // tail first, then the entry: the consumer may take the entry at once,
+    // and head must never pass tail (the owner computes tail - head).
     std::atomic_ref<uint64_t>(cq->tail).store(t + 1, std::memory_order_release);
+    slot.seq.store(t + 1, std::memory_order_release);
   }
   // Without a completion channel there is nobody to wake.
   uint32_t bell = cq->doorbell.load(std::memory_order_acquire);
