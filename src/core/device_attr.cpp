@@ -38,7 +38,9 @@ void fill_device_attr(ibv_device_attr* a) {
   a->max_res_rd_atom = limits::kMaxQpRdAtom * limits::kMaxQp;
   a->max_qp_init_rd_atom = limits::kMaxQpInitRdAtom;
   a->max_ee_init_rd_atom = 0;
-  a->atomic_cap = IBV_ATOMIC_NONE;  // RDMA atomics are not implemented yet
+  // Atomic with respect to every other RDMA atomic of the host (CPU atomics
+  // on shared mappings, striped host-wide locks otherwise): target memory.
+  a->atomic_cap = IBV_ATOMIC_HCA;
   a->max_ee = 0;
   a->max_rdd = 0;
   a->max_mw = 0;

@@ -44,7 +44,8 @@ uint64_t send_ops_valid_for(ibv_qp_type t) {
 // ...and those this device implements.
 uint64_t send_ops_supported_for(ibv_qp_type t) {
   constexpr uint64_t kImplemented = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
-                                    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ;
+                                    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
+                                    IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
   return send_ops_valid_for(t) & kImplemented;
 }
 
@@ -57,9 +58,11 @@ bool opcode_allowed(ibv_qp_type t, int op) {
     case IBV_WR_RDMA_WRITE_WITH_IMM:
       return t == IBV_QPT_RC || t == IBV_QPT_UC;
     case IBV_WR_RDMA_READ:
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
       return t == IBV_QPT_RC;
     default:
-      // Atomics, SEND_WITH_INV, memory windows, TSO: not on this device yet.
+      // SEND_WITH_INV, memory windows, TSO, ATOMIC_WRITE: not on this device.
       return false;
   }
 }
@@ -164,7 +167,7 @@ void apply_attrs(Qp* qp, const ibv_qp_attr& a, int mask) {
   }
   if (mask & IBV_QP_RQ_PSN) q.rq_psn = a.rq_psn & 0xffffff;
   if (mask & IBV_QP_SQ_PSN) q.sq_psn = a.sq_psn & 0xffffff;
-  if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) q.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) s->max_dest_rd_atomic = q.max_dest_rd_atomic = a.max_dest_rd_atomic;
   if (mask & IBV_QP_MAX_QP_RD_ATOMIC) q.max_rd_atomic = a.max_rd_atomic;
   if (mask & IBV_QP_MIN_RNR_TIMER) s->min_rnr_timer = q.min_rnr_timer = a.min_rnr_timer;
   if (mask & IBV_QP_TIMEOUT) q.timeout = a.timeout;
@@ -490,6 +493,11 @@ int post_send(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
         wr->opcode == IBV_WR_RDMA_READ) {
       w.remote_addr = wr->wr.rdma.remote_addr;
       w.rkey = wr->wr.rdma.rkey;
+    } else if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+      w.remote_addr = wr->wr.atomic.remote_addr;
+      w.rkey = wr->wr.atomic.rkey;
+      w.compare_add = wr->wr.atomic.compare_add;
+      w.swap = wr->wr.atomic.swap;
     }
     if (qp->type == IBV_QPT_UD) {
       Destination& d = w.ud;

@@ -91,6 +91,22 @@ void wr_rdma_read(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) {
   }
 }
 
+void wr_atomic_cmp_swp(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t compare, uint64_t swap) {
+  if (SendWqe* w = begin(q, IBV_WR_ATOMIC_CMP_AND_SWP, IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP)) {
+    w->rkey = rkey;
+    w->remote_addr = addr;
+    w->compare_add = compare;
+    w->swap = swap;
+  }
+}
+void wr_atomic_fetch_add(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t add) {
+  if (SendWqe* w = begin(q, IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)) {
+    w->rkey = rkey;
+    w->remote_addr = addr;
+    w->compare_add = add;
+  }
+}
+
 // Operations the device does not offer (not in send_ops_supported_for()): creating a
 // QP that asks for them fails with EOPNOTSUPP or EINVAL, so these only run if an
 // application calls a pointer it did not ask for.
@@ -99,8 +115,6 @@ void unsupported(ibv_qp_ex* q) {
   qp->batch_cur = nullptr;
   if (!qp->batch_error) qp->batch_error = EOPNOTSUPP;
 }
-void wr_atomic_cmp_swp(ibv_qp_ex* q, uint32_t, uint64_t, uint64_t, uint64_t) { unsupported(q); }
-void wr_atomic_fetch_add(ibv_qp_ex* q, uint32_t, uint64_t, uint64_t) { unsupported(q); }
 void wr_bind_mw(ibv_qp_ex* q, ibv_mw*, uint32_t, const ibv_mw_bind_info*) { unsupported(q); }
 void wr_local_inv(ibv_qp_ex* q, uint32_t) { unsupported(q); }
 void wr_send_inv(ibv_qp_ex* q, uint32_t) { unsupported(q); }

@@ -134,6 +134,17 @@ bool execute_next(Qp* qp) {
     complete(qp, pos, IBV_WC_SUCCESS);
     return true;
   }
+  const bool atomic = w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+  if (atomic && w.length < 8) {  // the original 64-bit value must fit
+    fail(qp, pos, IBV_WC_LOC_LEN_ERR);
+    return true;
+  }
+  // An initiator depth of 0 allows no RDMA READ or atomic in flight: such a
+  // request could never be sent. A NIC would wait forever; we say why.
+  if ((atomic || w.opcode == IBV_WR_RDMA_READ) && qp->attr.max_rd_atomic == 0) {
+    fail(qp, pos, IBV_WC_LOC_QP_OP_ERR);
+    return true;
+  }
   Piece pieces[limits::kMaxSge];
   uint32_t n = 0;
   if (!gather(qp, pos, pieces, &n)) {

@@ -10,6 +10,7 @@
 #include "core/mr.h"
 #include "core/recv_queue.h"
 #include "core/target_memory.h"
+#include "shm/registry.h"
 #include "util/log.h"
 
 namespace sv {
@@ -209,7 +210,18 @@ Response respond_write(shm::PeerTable& peers, const shm::Peer& owner, shm::QpSha
   return Response{Outcome::kAck, 0};
 }
 
+// A responder with no resources for RDMA READ and atomics (its
+// max_dest_rd_atomic is 0) answers such requests with "invalid request".
+Response refuse_without_resources(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t,
+                                  const Message& m) {
+  SV_INFO("responder QP %#x: %s with max_dest_rd_atomic 0", t.qpn,
+          m.opcode == IBV_WR_RDMA_READ ? "RDMA READ" : "atomic");
+  flag_target_error(peers, owner, t, IBV_EVENT_QP_REQ_ERR);
+  return Response{Outcome::kRemoteInvalid, 0};
+}
+
 Response respond_read(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Message& m) {
+  if (t.max_dest_rd_atomic == 0) return refuse_without_resources(peers, owner, t, m);
   bool ok = true;
   if (m.length) {
     auto v = check_rkey(owner, t, m.rkey, m.remote_addr, m.length, IBV_ACCESS_REMOTE_READ);
@@ -224,6 +236,31 @@ Response respond_read(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShar
   SV_INFO("responder QP %#x: RDMA READ rkey %#x [%#lx, +%lu) refused", t.qpn, m.rkey, m.remote_addr, m.length);
   flag_target_error(peers, owner, t, IBV_EVENT_QP_ACCESS_ERR);
   return Response{Outcome::kRemoteAccess, 0};
+}
+
+Response respond_atomic(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Message& m) {
+  if (t.max_dest_rd_atomic == 0) return refuse_without_resources(peers, owner, t, m);
+  if (m.remote_addr % 8) {  // atomics work on naturally aligned 64-bit words
+    flag_target_error(peers, owner, t, IBV_EVENT_QP_REQ_ERR);
+    return Response{Outcome::kRemoteInvalid, 0};
+  }
+  auto v = check_rkey(owner, t, m.rkey, m.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC);
+  uint64_t original = 0;
+  if (!v || !atomic_on_mr(owner, *peers.registry().header(), *v, m.remote_addr, m.opcode, m.compare_add, m.swap,
+                          &original)) {
+    SV_INFO("responder QP %#x: atomic rkey %#x at %#lx refused", t.qpn, m.rkey, m.remote_addr);
+    flag_target_error(peers, owner, t, IBV_EVENT_QP_ACCESS_ERR);
+    return Response{Outcome::kRemoteAccess, 0};
+  }
+  // The original value goes back to the requester's 8-byte local buffer.
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&original);
+  uint32_t done = 0;
+  for (uint32_t i = 0; i < m.num_sink && done < 8; ++i) {
+    uint32_t n = std::min<uint32_t>(m.sink[i].len, 8 - done);
+    std::memcpy(m.sink[i].addr, bytes + done, n);
+    done += n;
+  }
+  return Response{Outcome::kAck, 0};
 }
 
 }  // namespace
@@ -246,6 +283,9 @@ Response respond(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t
       return respond_write(peers, owner, t, m);
     case IBV_WR_RDMA_READ:
       return respond_read(peers, owner, t, m);
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      return respond_atomic(peers, owner, t, m);
     default:
       return Response{Outcome::kRemoteInvalid, 0};
   }

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "shm/robust_mutex.h"
 #include "util/log.h"
 
 namespace sv {
@@ -61,6 +62,42 @@ bool read_from_mr(const shm::Peer& owner, const MrView& mr, uint64_t addr, void*
     return false;
   }
   return true;
+}
+
+namespace {
+
+uint64_t apply_atomic(uint64_t* word, ibv_wr_opcode op, uint64_t compare_add, uint64_t swap) {
+  if (op == IBV_WR_ATOMIC_FETCH_AND_ADD) return __atomic_fetch_add(word, compare_add, __ATOMIC_SEQ_CST);
+  uint64_t expected = compare_add;
+  __atomic_compare_exchange_n(word, &expected, swap, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return expected;  // the value found, swapped or not
+}
+
+}  // namespace
+
+bool atomic_on_mr(const shm::Peer& owner, shm::RegistryHeader& registry, const MrView& mr, uint64_t addr,
+                  ibv_wr_opcode op, uint64_t compare_add, uint64_t swap, uint64_t* original) {
+  if (mr.path != shm::kMrCma) {
+    uint8_t* p = owner.self ? reinterpret_cast<uint8_t*>(mr.owner_vaddr(addr)) : overlay_ptr(owner, mr, addr, 8);
+    if (!p) return false;
+    *original = apply_atomic(reinterpret_cast<uint64_t*>(p), op, compare_add, swap);
+    return true;
+  }
+  // Not shared with us: read, modify and write back under the lock that
+  // every atomic on this address takes, whoever issues it.
+  uint64_t vaddr = mr.owner_vaddr(addr);
+  size_t stripe = ((vaddr >> 3) ^ (uint64_t{owner.slot} * 0x9e3779b97f4a7c15ull)) % shm::kAtomicLockStripes;
+  shm::RobustLock lock(&registry.atomic_locks[stripe]);
+  uint64_t value;
+  if (!read_from_mr(owner, mr, addr, &value, 8)) return false;
+  *original = value;
+  if (op == IBV_WR_ATOMIC_FETCH_AND_ADD)
+    value += compare_add;
+  else if (value == compare_add)
+    value = swap;
+  else
+    return true;
+  return write_to_mr(owner, mr, addr, &value, 8);
 }
 
 }  // namespace sv

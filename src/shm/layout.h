@@ -27,7 +27,7 @@ namespace sv::shm {
 
 inline constexpr uint64_t kRegistryMagic = 0x31676572'76667673ull;  // "svfvreg1"
 inline constexpr uint64_t kArenaMagic = 0x31616e72'76667673ull;     // "svfvrna1"
-inline constexpr uint32_t kLayoutVersion = 2;
+inline constexpr uint32_t kLayoutVersion = 3;
 
 inline constexpr uint32_t kMaxProcs = 256;  // slot 0 unused: QPNs 0/1 stay reserved
 inline constexpr uint32_t kMaxQps = 1u << 16;
@@ -82,6 +82,12 @@ struct McastTable {
   McastGroup groups[kMaxMcastGroups];
 };
 
+// RDMA atomics on memory that peers reach with process_vm_readv/writev (not
+// through a shared mapping, where CPU atomics do) take one of these locks,
+// chosen by the target's (slot, address): atomic with respect to every other
+// RDMA atomic of the host, as IBV_ATOMIC_HCA promises.
+inline constexpr uint32_t kAtomicLockStripes = 64;
+
 struct RegistryHeader {
   uint64_t magic;
   uint32_t version;
@@ -90,6 +96,7 @@ struct RegistryHeader {
   uint8_t reserved[4096 - 24];
   ProcSlot procs[kMaxProcs];
   McastTable mcast;
+  pthread_mutex_t atomic_locks[kAtomicLockStripes];  // robust
 };
 static_assert(offsetof(RegistryHeader, procs) == 4096);
 
@@ -286,7 +293,7 @@ struct alignas(64) QpShared {
   uint32_t path_mtu;      // bytes
   uint32_t min_rnr_timer;
   uint32_t sgid_index;
-  uint32_t reserved0;
+  uint32_t max_dest_rd_atomic;  // responder resources: 0 refuses RDMA READ and atomics
   ibv_gid dgid;           // remote GID of a connected QP
   uint64_t rq_off;        // RecvQueueShared, or 0 if the QP uses an SRQ
   uint64_t srq_off;

@@ -50,6 +50,8 @@ class PeerTable {
   // -1 when the doorbell is gone (closed, or its owner died).
   int doorbell_fd(const Peer& peer, uint32_t index, uint32_t gen);
 
+  Registry& registry() const { return registry_; }
+
  private:
   const Peer* map_slow(uint32_t slot);
 

@@ -87,6 +87,7 @@ Registry* Registry::open_or_create() {
     hdr->header_size = sizeof(RegistryHeader);
     hdr->node_guid = host_node_guid();
     robust_mutex_init(&hdr->mcast.lock);
+    for (pthread_mutex_t& m : hdr->atomic_locks) robust_mutex_init(&m);
     std::atomic_thread_fence(std::memory_order_release);
     hdr->magic = kRegistryMagic;
   }

@@ -180,7 +180,8 @@ std::vector<CreateCase> create_cases() {
   const int ok = 0;
   const uint64_t kSendOnly = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
   const uint64_t kUcOps = kSendOnly | IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
-  const uint64_t kRcOps = kUcOps | IBV_QP_EX_WITH_RDMA_READ;
+  const uint64_t kRcOps = kUcOps | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+                          IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
   return {
       {"Base", kAll, nullptr, {ok}},
       {"QpContextStored", kAll, [](auto& a) { a.qp_context = &g_env; }, {ok}},
@@ -260,19 +261,19 @@ std::vector<CreateCase> create_cases() {
       {"SendOpsFetchAddOnUc", kUc, send_ops(IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD), {EINVAL}},
       {"SendOpsAtomicWriteOnUc", kUc, send_ops(IBV_QP_EX_WITH_ATOMIC_WRITE), {EINVAL}},
       // ...operations the transport defines but this device does not implement
-      {"SendOpsCmpSwp", kRc, send_ops(IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP), {EOPNOTSUPP}},
-      {"SendOpsFetchAdd", kRc, send_ops(IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD), {EOPNOTSUPP}},
       {"SendOpsAtomicWrite", kRc, send_ops(IBV_QP_EX_WITH_ATOMIC_WRITE), {EOPNOTSUPP}},
       {"SendOpsLocalInv", kRcUc, send_ops(IBV_QP_EX_WITH_LOCAL_INV), {EOPNOTSUPP}},
       {"SendOpsBindMw", kRcUc, send_ops(IBV_QP_EX_WITH_BIND_MW), {EOPNOTSUPP}},
       {"SendOpsSendWithInv", kRcUc, send_ops(IBV_QP_EX_WITH_SEND_WITH_INV), {EOPNOTSUPP}},
-      {"SendOpsSupportedPlusCmpSwp", kRc, send_ops(kRcOps | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP), {EOPNOTSUPP}},
+      {"SendOpsSupportedPlusAtomicWrite", kRc, send_ops(kRcOps | IBV_QP_EX_WITH_ATOMIC_WRITE), {EOPNOTSUPP}},
       // ...and the supported ones
       {"SendOpsSend", kAll, send_ops(IBV_QP_EX_WITH_SEND), {ok}},
       {"SendOpsSendWithImm", kAll, send_ops(IBV_QP_EX_WITH_SEND_WITH_IMM), {ok}},
       {"SendOpsRdmaWrite", kRcUc, send_ops(IBV_QP_EX_WITH_RDMA_WRITE), {ok}},
       {"SendOpsRdmaWriteWithImm", kRcUc, send_ops(IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM), {ok}},
       {"SendOpsRdmaRead", kRc, send_ops(IBV_QP_EX_WITH_RDMA_READ), {ok}},
+      {"SendOpsCmpSwp", kRc, send_ops(IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP), {ok}},
+      {"SendOpsFetchAdd", kRc, send_ops(IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD), {ok}},
       {"SendOpsAllSupportedRc", kRc, send_ops(kRcOps), {ok}},
       {"SendOpsAllSupportedUc", kUc, send_ops(kUcOps), {ok}},
       {"SendOpsAllSupportedUd", kUd, send_ops(kSendOnly), {ok}},

@@ -26,7 +26,7 @@ ibv_qp_attr valid_attr(ibv_context* ctx, uint32_t dest_qpn) {
   a.qkey = 0x11111111;
   a.pkey_index = 0;
   a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
   a.path_mtu = IBV_MTU_1024;
   a.dest_qp_num = dest_qpn;
   a.rq_psn = 0;
