@@ -193,6 +193,7 @@ void reset_queues(Qp* qp) {
     r->head.store(r->tail.load(std::memory_order_acquire), std::memory_order_release);
   }
   qp->shared->remote_error.store(0, std::memory_order_release);
+  qp->shared->established.store(0, std::memory_order_release);
   qp->attr = ibv_qp_attr{};
   qp->attr.path_mig_state = IBV_MIG_MIGRATED;
   qp->attr.cap = qp->cap;
@@ -396,6 +397,9 @@ void enter_error_locked(Qp* qp) {
   qp->resume_at_ns = 0;
   flush_send_queue_locked(qp);
   flush_recv_queue(qp);
+  // A QP of an SRQ takes no more WQEs from it: tell the owner it may now
+  // destroy the QP without losing receives (IBV_EVENT_QP_LAST_WQE_REACHED).
+  if (qp->srq_obj) raise_async_local(qp->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, shm::kAsyncQp, qp->qp_base.qp_num);
 }
 
 void enter_send_queue_error_locked(Qp* qp) {

@@ -269,6 +269,10 @@ Response respond(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t
   uint32_t state = t.state.load(std::memory_order_acquire);
   if (!can_receive(state) || t.type != static_cast<uint32_t>(m.qp_type)) return lost(m);
   if (t.remote_error.load(std::memory_order_relaxed)) return lost(m);
+  // The first message to reach a QP that is still in RTR tells its owner
+  // that the connection is up (IBV_EVENT_COMM_EST), as a NIC does.
+  if (state == IBV_QPS_RTR && !t.established.load(std::memory_order_relaxed) && !t.established.exchange(1))
+    raise_async(peers, owner, t.ctx_index, IBV_EVENT_COMM_EST, shm::kAsyncQp, t.qpn);
   if (m.qp_type == IBV_QPT_UD) {
     if (t.qkey != m.dst.qkey) return lost(m);  // Q_Key violation: silently dropped
   } else if (t.dest_qpn != m.src_qpn) {

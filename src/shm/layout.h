@@ -298,8 +298,8 @@ struct alignas(64) QpShared {
   uint64_t rq_off;        // RecvQueueShared, or 0 if the QP uses an SRQ
   uint64_t srq_off;
   uint64_t recv_cq_off;   // CqShared
-  std::atomic<uint32_t> remote_error;  // a peer's responder flagged an error: AsyncErr
-  uint32_t reserved1;
+  std::atomic<uint32_t> remote_error;  // a peer's responder flagged an error
+  std::atomic<uint32_t> established;   // a message arrived: COMM_EST was raised
 };
 
 }  // namespace sv::shm
