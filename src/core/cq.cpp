@@ -7,7 +7,8 @@
 #include "core/channel.h"
 #include "core/limits.h"
 #include "core/qp.h"
-#include "shm/robust_mutex.h"
+#include "shm/registry.h"
+#include "shm/shared_lock.h"
 #include "util/bits.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -50,9 +51,17 @@ bool consume_arm(shm::CqShared* cq, bool solicited_or_error) {
   return true;
 }
 
-// Completions waiting in the shared ring. Producers advance `tail` before
-// publishing an entry, so tail >= head; the clamp guards against a peer that
-// does not keep that rule.
+// A producer that died between publishing an entry and advancing tail left
+// the entry valid: the one that takes its lock over counts it.
+void repair_tail(shm::CqShared* cq, shm::Cqe* ring) {
+  uint64_t t = cq->tail;
+  if (ring[t & (cq->capacity - 1)].seq.load(std::memory_order_acquire) == t + 1)
+    std::atomic_ref<uint64_t>(cq->tail).store(t + 1, std::memory_order_release);
+}
+
+// Completions waiting in the shared ring. Producers publish an entry before
+// advancing `tail`, so the owner may have taken it already: head can pass
+// tail for a moment.
 uint64_t shared_waiting(const shm::CqShared* s) {
   uint64_t head = s->head.load(std::memory_order_acquire);
   uint64_t tail = std::atomic_ref<const uint64_t>(s->tail).load(std::memory_order_acquire);
@@ -119,7 +128,6 @@ Cq* create_cq(Context* ctx, int cqe, void* cq_context, Channel* chan, int comp_v
   s->ring_off = ring_off;
   if (wc_flags & (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK))
     s->flags |= shm::kCqTimestamps;
-  shm::robust_mutex_init(&s->produce_lock);
   if (chan) {
     s->doorbell_gen.store(chan->bell.gen(), std::memory_order_relaxed);
     s->doorbell.store(chan->bell.index() + 1, std::memory_order_release);
@@ -183,8 +191,17 @@ bool take_one(Cq* cq, shm::CqeFields* out) {
   return true;
 }
 
+// Whether take_one would find something, without taking the lock: most
+// polls of a busy-waiting application find nothing.
+bool maybe_ready(const Cq* cq) {
+  return cq->ring[cq->head & cq->mask].seq.load(std::memory_order_acquire) == cq->head + 1 ||
+         cq->local_head.load(std::memory_order_relaxed) != cq->local_tail.load(std::memory_order_acquire) ||
+         cq->shared->attention.load(std::memory_order_relaxed);
+}
+
 int poll_cq(Cq* cq, int n, ibv_wc* wc) {
   if (n < 0) return -EINVAL;
+  if (!maybe_ready(cq)) return 0;
   std::lock_guard g(cq->poll_mu);
   if (cq->shared->attention.load(std::memory_order_relaxed)) handle_qp_attention(cq);
   int got = 0;
@@ -220,22 +237,24 @@ void push_local(Cq* cq, const shm::CqeFields& c, Qp* qp, uint64_t sq_pos) {
 
 bool push_shared(shm::PeerTable& peers, const shm::Peer& owner, shm::CqShared* cq, const shm::CqeFields& c) {
   {
-    shm::RobustLock lock(&cq->produce_lock);
-    uint64_t t = cq->tail;
+    shm::SharedLockGuard lock(cq->produce_lock, peers.lock_id(), *peers.registry().header());
     uint64_t cap = cq->capacity;  // holds cap - 1 completions: the CQ's cqe
+    auto* ring = owner.at<shm::Cqe>(cq->ring_off);
+    if (!ring || !owner.contains(cq->ring_off, cap * sizeof(shm::Cqe))) return false;
+    if (lock.stolen()) repair_tail(cq, ring);
+    uint64_t t = cq->tail;
     if (t - cq->cached_head >= cap - 1) {
       cq->cached_head = cq->head.load(std::memory_order_acquire);
       if (t - cq->cached_head >= cap - 1) return false;  // overrun: the caller reports it
     }
-    auto* ring = owner.at<shm::Cqe>(cq->ring_off);
-    if (!ring || !owner.contains(cq->ring_off, cap * sizeof(shm::Cqe))) return false;
     shm::Cqe& slot = ring[t & (cap - 1)];
     slot.f = c;
     if (cq->flags & shm::kCqTimestamps) slot.f.ts_ns = monotonic_ns();
-    // tail first, then the entry: the consumer may take the entry at once,
-    // and head must never pass tail (the owner computes tail - head).
-    std::atomic_ref<uint64_t>(cq->tail).store(t + 1, std::memory_order_release);
+    // The entry first, then tail (see the repair above). The consumer may
+    // take the entry before tail moves, so head can pass tail for a moment:
+    // shared_waiting() allows for it.
     slot.seq.store(t + 1, std::memory_order_release);
+    std::atomic_ref<uint64_t>(cq->tail).store(t + 1, std::memory_order_release);
   }
   // Without a completion channel there is nobody to wake.
   uint32_t bell = cq->doorbell.load(std::memory_order_acquire);
@@ -253,7 +272,9 @@ int resize_cq(Cq* cq, int cqe) {
   std::lock_guard g(cq->poll_mu);
   std::lock_guard p(cq->produce_mu);
   shm::CqShared* s = cq->shared;
-  shm::RobustLock lock(&s->produce_lock);
+  shm::PeerTable& peers = cq->ctx->host->peers();
+  shm::SharedLockGuard lock(s->produce_lock, peers.lock_id(), *peers.registry().header());
+  if (lock.stolen()) repair_tail(s, cq->ring);
   uint64_t shared_pending = s->tail - cq->head;
   uint64_t local_pending = cq->local_tail.load() - cq->local_head.load();
   if (shared_pending + local_pending > cap - 1) return EINVAL;  // fewer entries than completions waiting

@@ -20,6 +20,7 @@
 #include "core/context.h"
 #include "shm/layout.h"
 #include "shm/peers.h"
+#include "util/spin_lock.h"
 
 namespace sv {
 
@@ -50,8 +51,8 @@ struct Cq : ibv_cq_ex {
   std::vector<LocalCqe> local;
   std::atomic<uint64_t> local_head{0};
   std::atomic<uint64_t> local_tail{0};
-  std::mutex produce_mu;  // local ring producers
-  std::mutex poll_mu;     // consumers (poll_cq, start/end_poll, resize)
+  SpinLock produce_mu;  // local ring producers
+  SpinLock poll_mu;     // consumers (poll_cq, start/end_poll, resize)
 
   Channel* chan = nullptr;
   uint64_t wc_flags = 0;     // what the extended poll API may read

@@ -188,10 +188,7 @@ void reset_queues(Qp* qp) {
   qp->sq_exec = qp->sq_tail;
   qp->sq_head.store(qp->sq_tail, std::memory_order_release);
   qp->resume_at_ns = 0;
-  if (!qp->srq_obj && qp->rq.shared()) {
-    shm::RecvQueueShared* r = qp->rq.shared();
-    r->head.store(r->tail.load(std::memory_order_acquire), std::memory_order_release);
-  }
+  if (!qp->srq_obj && qp->rq.shared()) qp->rq.discard_all();
   qp->shared->remote_error.store(0, std::memory_order_release);
   qp->shared->established.store(0, std::memory_order_release);
   qp->attr = ibv_qp_attr{};

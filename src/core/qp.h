@@ -15,6 +15,7 @@
 #include "core/recv_queue.h"
 #include "core/srq.h"
 #include "shm/layout.h"
+#include "util/spin_lock.h"
 
 namespace sv {
 
@@ -56,7 +57,7 @@ struct Qp : ibv_qp_ex {
 
   // Send queue. Slots [sq_head, sq_exec) are executed but not yet released
   // by a polled completion; [sq_exec, sq_tail) wait to be executed.
-  std::mutex sq_mu;
+  SpinLock sq_mu;
   std::vector<SendWqe> sq;
   std::vector<ibv_sge> sq_sges;      // cap.max_send_sge per slot
   std::vector<uint8_t> sq_inline;    // cap.max_inline_data per slot

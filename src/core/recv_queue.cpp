@@ -1,9 +1,10 @@
 #include "core/recv_queue.h"
 
 #include <cerrno>
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 
-#include "shm/robust_mutex.h"
 #include "util/bits.h"
 
 namespace sv {
@@ -12,6 +13,26 @@ namespace {
 uint32_t stride_for(uint32_t max_sge) {
   return static_cast<uint32_t>(align_up(sizeof(shm::RecvWqe) + sizeof(ibv_sge) * max_sge, 64));
 }
+
+// A WQE slot is written by the owner while a consumer may be reading it
+// (only when another consumer already claimed it, and then the reader's CAS
+// fails and it drops the copy). Both sides move its words atomically, so
+// the race is benign by construction rather than undefined.
+void store_words(void* dst, const void* src, size_t bytes) {
+  auto* d = static_cast<uint64_t*>(dst);
+  const auto* s = static_cast<const uint64_t*>(src);
+  for (size_t i = 0; i < bytes / 8; ++i) std::atomic_ref<uint64_t>(d[i]).store(s[i], std::memory_order_relaxed);
+}
+
+void load_words(void* dst, const void* src, size_t bytes) {
+  auto* d = static_cast<uint64_t*>(dst);
+  auto* s = static_cast<uint64_t*>(const_cast<void*>(src));
+  for (size_t i = 0; i < bytes / 8; ++i) d[i] = std::atomic_ref<uint64_t>(s[i]).load(std::memory_order_relaxed);
+}
+
+// The fields after seq, as one block of words: wr_id, num_sge, sge[].
+constexpr size_t kWqeBody = offsetof(shm::RecvWqe, sge) - offsetof(shm::RecvWqe, wr_id);
+static_assert(kWqeBody % 8 == 0 && sizeof(ibv_sge) % 8 == 0);
 
 }  // namespace
 
@@ -36,7 +57,6 @@ int RecvQueue::init(shm::Arena& arena, uint32_t max_wr, uint32_t max_sge, bool i
   shared_->ring_off = ring_off;
   shared_->pd = pd;
   shared_->ctx_index = ctx_index;
-  shm::robust_mutex_init(&shared_->consume_lock);
   ring_ = ring_off ? arena.at<uint8_t>(ring_off) : nullptr;
   return 0;
 }
@@ -56,25 +76,37 @@ uint32_t RecvQueue::outstanding() const {
 int RecvQueue::post(ibv_recv_wr* wr, ibv_recv_wr** bad) {
   std::lock_guard g(post_mu_);
   uint64_t tail = shared_->tail.load(std::memory_order_relaxed);
+  int rc = 0;
   for (; wr; wr = wr->next) {
     if (wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > shared_->max_sge) {
-      *bad = wr;
-      shared_->tail.store(tail, std::memory_order_release);
-      return EINVAL;
+      rc = EINVAL;
+      break;
     }
-    if (tail - shared_->head.load(std::memory_order_acquire) >= shared_->capacity) {
-      *bad = wr;
-      shared_->tail.store(tail, std::memory_order_release);
-      return ENOMEM;
+    if (tail - cached_head_ >= shared_->capacity) {
+      cached_head_ = shared_->head.load(std::memory_order_acquire);
+      if (tail - cached_head_ >= shared_->capacity) {
+        rc = ENOMEM;
+        break;
+      }
     }
     auto* w = reinterpret_cast<shm::RecvWqe*>(ring_ + (tail & (shared_->capacity - 1)) * shared_->stride);
-    w->wr_id = wr->wr_id;
-    w->num_sge = static_cast<uint32_t>(wr->num_sge);
-    if (wr->num_sge) std::memcpy(w->sge, wr->sg_list, sizeof(ibv_sge) * wr->num_sge);
+    struct {
+      uint64_t wr_id;
+      uint32_t num_sge, reserved;
+    } head{wr->wr_id, static_cast<uint32_t>(wr->num_sge), 0};
+    store_words(&w->wr_id, &head, kWqeBody);
+    if (wr->num_sge) store_words(w->sge, wr->sg_list, sizeof(ibv_sge) * wr->num_sge);
+    w->seq.store(tail + 1, std::memory_order_release);
     ++tail;
   }
   shared_->tail.store(tail, std::memory_order_release);
-  return 0;
+  if (rc) *bad = wr;
+  return rc;
+}
+
+void RecvQueue::discard_all() {
+  std::lock_guard g(post_mu_);
+  shared_->head.store(shared_->tail.load(std::memory_order_acquire), std::memory_order_release);
 }
 
 shm::RecvQueueShared* peer_recv_queue(const shm::Peer& owner, uint64_t off) {
@@ -84,19 +116,20 @@ shm::RecvQueueShared* peer_recv_queue(const shm::Peer& owner, uint64_t off) {
   return q;
 }
 
-bool take_recv_wqe(const shm::Peer& owner, shm::RecvQueueShared* q, RecvWqeCopy* out, uint64_t* left) {
-  shm::RobustLock lock(&q->consume_lock);
-  uint64_t head = q->head.load(std::memory_order_relaxed);
-  uint64_t tail = q->tail.load(std::memory_order_acquire);
-  if (head == tail || q->capacity == 0) return false;
-  const auto* w = owner.at<shm::RecvWqe>(q->ring_off + (head & (q->capacity - 1)) * q->stride);
-  if (!w) return false;
-  out->wr_id = w->wr_id;
-  out->num_sge = w->num_sge > q->max_sge ? q->max_sge : w->num_sge;
-  std::memcpy(out->sge, w->sge, sizeof(ibv_sge) * out->num_sge);
-  q->head.store(head + 1, std::memory_order_release);
-  if (left) *left = tail - head - 1;
-  return true;
+bool take_recv_wqe(const shm::Peer& owner, shm::RecvQueueShared* q, RecvWqeCopy* out) {
+  if (q->capacity == 0) return false;
+  uint64_t head = q->head.load(std::memory_order_acquire);
+  for (;;) {
+    const auto* w = owner.at<shm::RecvWqe>(q->ring_off + (head & (q->capacity - 1)) * q->stride);
+    if (!w || w->seq.load(std::memory_order_acquire) != head + 1) return false;  // nothing posted at head
+    load_words(&out->wr_id, &w->wr_id, kWqeBody);
+    out->num_sge = std::min(out->num_sge, q->max_sge);
+    if (out->num_sge) load_words(out->sge, w->sge, sizeof(ibv_sge) * out->num_sge);
+    // Claim it. On failure another consumer took it first: head now says
+    // where to look next.
+    if (q->head.compare_exchange_weak(head, head + 1, std::memory_order_acq_rel, std::memory_order_acquire))
+      return true;
+  }
 }
 
 }  // namespace sv

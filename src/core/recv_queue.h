@@ -1,6 +1,6 @@
 // Receive queues, of a QP or shared (SRQ). The owner posts WQEs into a ring
 // in its arena; whoever delivers a message (a peer, or the owner flushing)
-// takes the oldest one under the queue's robust lock.
+// takes the oldest one with a CAS on the ring's head (shm/layout.h).
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -12,6 +12,7 @@
 #include "shm/arena.h"
 #include "shm/layout.h"
 #include "shm/peers.h"
+#include "util/spin_lock.h"
 
 namespace sv {
 
@@ -19,6 +20,7 @@ namespace sv {
 struct RecvWqeCopy {
   uint64_t wr_id;
   uint32_t num_sge;
+  uint32_t reserved;  // mirrors shm::RecvWqe, which is copied in one block
   ibv_sge sge[limits::kMaxSge];
 };
 
@@ -30,6 +32,8 @@ class RecvQueue {
 
   // ibv_post_recv / ibv_post_srq_recv: EINVAL (too many SGEs), ENOMEM (full).
   int post(ibv_recv_wr* wr, ibv_recv_wr** bad);
+  // Drops every posted WQE without completions (a QP moving to RESET).
+  void discard_all();
   // WQEs posted and not yet taken.
   uint32_t outstanding() const;
 
@@ -43,12 +47,12 @@ class RecvQueue {
   uint64_t shared_off_ = 0;
   shm::RecvQueueShared* shared_ = nullptr;
   uint8_t* ring_ = nullptr;
-  std::mutex post_mu_;
+  uint64_t cached_head_ = 0;  // consumers' head as last read: re-read only when the ring looks full
+  SpinLock post_mu_;
 };
 
 // Takes the oldest WQE of the queue at `q` in `owner`'s arena. False if empty.
-// `left` (optional) receives the number of WQEs still queued after this one.
-bool take_recv_wqe(const shm::Peer& owner, shm::RecvQueueShared* q, RecvWqeCopy* out, uint64_t* left = nullptr);
+bool take_recv_wqe(const shm::Peer& owner, shm::RecvQueueShared* q, RecvWqeCopy* out);
 
 // The receive queue of `owner` at arena offset `off`, or nullptr if implausible.
 shm::RecvQueueShared* peer_recv_queue(const shm::Peer& owner, uint64_t off);

@@ -114,10 +114,14 @@ shm::RecvQueueShared* receive_queue(const shm::Peer& owner, const shm::QpShared&
   return peer_recv_queue(owner, t.srq_off ? t.srq_off : t.rq_off);
 }
 
-void check_srq_limit(shm::PeerTable& peers, const shm::Peer& owner, shm::RecvQueueShared* q, uint64_t left) {
+// An armed SRQ whose queued WQEs fell below its limit tells its owner once.
+void check_srq_limit(shm::PeerTable& peers, const shm::Peer& owner, shm::RecvQueueShared* q) {
   if (!q->is_srq) return;
   uint32_t limit = q->limit.load(std::memory_order_acquire);
-  if (limit && left < limit && q->limit.compare_exchange_strong(limit, 0))
+  if (!limit) return;
+  uint64_t tail = q->tail.load(std::memory_order_acquire), head = q->head.load(std::memory_order_acquire);
+  uint64_t left = tail > head ? tail - head : 0;
+  if (left < limit && q->limit.compare_exchange_strong(limit, 0))
     raise_async(peers, owner, q->ctx_index, IBV_EVENT_SRQ_LIMIT_REACHED, shm::kAsyncSrq, q->srqn);
 }
 
@@ -140,8 +144,7 @@ shm::CqeFields receive_cqe(const shm::QpShared& t, const Message& m, const RecvW
 Response respond_send(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Message& m) {
   shm::RecvQueueShared* q = receive_queue(owner, t);
   RecvWqeCopy w;
-  uint64_t left = 0;
-  if (!q || !take_recv_wqe(owner, q, &w, &left)) {
+  if (!q || !take_recv_wqe(owner, q, &w)) {
     if (m.qp_type == IBV_QPT_RC) return Response{Outcome::kRnr, static_cast<uint8_t>(t.min_rnr_timer)};
     return Response{Outcome::kDropped, 0};
   }
@@ -162,7 +165,7 @@ Response respond_send(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShar
   for (uint32_t i = 0; ok && i < m.num_pieces; ++i) ok = s.put(m.pieces[i].addr, m.pieces[i].len);
   if (!ok) c.status = s.status();
   complete_receive(peers, owner, t, c);
-  check_srq_limit(peers, owner, q, left);
+  check_srq_limit(peers, owner, q);
   if (ok) return Response{Outcome::kAck, 0};
   SV_INFO("responder QP %#x: receive WQE failed with %s", t.qpn, ibv_wc_status_str(s.status()));
   if (m.qp_type == IBV_QPT_UD) return Response{Outcome::kAck, 0};  // UD: only the receiver sees it
@@ -176,11 +179,10 @@ Response respond_write(shm::PeerTable& peers, const shm::Peer& owner, shm::QpSha
   // RNR leaves the target memory untouched.
   shm::RecvQueueShared* q = nullptr;
   RecvWqeCopy w;
-  uint64_t left = 0;
   bool with_imm = m.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
   if (with_imm) {
     q = receive_queue(owner, t);
-    if (!q || !take_recv_wqe(owner, q, &w, &left)) {
+    if (!q || !take_recv_wqe(owner, q, &w)) {
       if (m.qp_type == IBV_QPT_RC) return Response{Outcome::kRnr, static_cast<uint8_t>(t.min_rnr_timer)};
       return Response{Outcome::kDropped, 0};
     }
@@ -205,7 +207,7 @@ Response respond_write(shm::PeerTable& peers, const shm::Peer& owner, shm::QpSha
     shm::CqeFields c = receive_cqe(t, m, w);
     c.byte_len = static_cast<uint32_t>(m.length);
     complete_receive(peers, owner, t, c);
-    check_srq_limit(peers, owner, q, left);
+    check_srq_limit(peers, owner, q);
   }
   return Response{Outcome::kAck, 0};
 }

@@ -27,7 +27,7 @@ namespace sv::shm {
 
 inline constexpr uint64_t kRegistryMagic = 0x31676572'76667673ull;  // "svfvreg1"
 inline constexpr uint64_t kArenaMagic = 0x31616e72'76667673ull;     // "svfvrna1"
-inline constexpr uint32_t kLayoutVersion = 3;
+inline constexpr uint32_t kLayoutVersion = 4;
 
 inline constexpr uint32_t kMaxProcs = 256;  // slot 0 unused: QPNs 0/1 stay reserved
 inline constexpr uint32_t kMaxQps = 1u << 16;
@@ -235,7 +235,12 @@ struct alignas(64) CqShared {
   uint32_t flags;     // CqFlags
   uint64_t ring_off;  // Cqe[capacity]
 
-  alignas(64) pthread_mutex_t produce_lock;  // robust: held by peers
+  // Producers (peers, or the owner delivering to itself) serialize on this
+  // shared_lock.h word. They publish an entry's seq first and then advance
+  // tail; a producer that takes the lock over from a dead holder repairs a
+  // published entry whose tail was not advanced.
+  alignas(64) std::atomic<uint32_t> produce_lock;
+  uint32_t reserved1;
   uint64_t tail;         // written under produce_lock (atomically: the owner reads it)
   uint64_t cached_head;  // producer's stale copy of head, refreshed when full
 
@@ -250,14 +255,18 @@ struct alignas(64) CqShared {
 // ------------------------------------------------------------ receive queues
 
 struct RecvWqe {
+  std::atomic<uint64_t> seq;  // ring position + 1 once the WQE is posted
   uint64_t wr_id;
   uint32_t num_sge;
   uint32_t reserved;
   ibv_sge sge[];  // max_sge entries
 };
 
-// A receive queue (of one QP) or a shared receive queue. The owner produces
-// WQEs; initiators (or the owner, when flushing) consume them.
+// A receive queue (of one QP) or a shared receive queue. The owner posts
+// WQEs (publishing each with its seq); whoever delivers a message (a peer,
+// or the owner flushing) reads the WQE at head and claims it with one CAS on
+// head. No lock: a consumer that dies after its CAS has consumed a WQE, as
+// a NIC that crashed would have.
 struct alignas(64) RecvQueueShared {
   uint32_t capacity;    // slots, power of two
   uint32_t max_sge;
@@ -269,10 +278,9 @@ struct alignas(64) RecvQueueShared {
   uint32_t ctx_index;
   uint32_t reserved;
 
-  alignas(64) pthread_mutex_t consume_lock;  // robust: held by peers
-  std::atomic<uint64_t> head;
+  alignas(64) std::atomic<uint64_t> head;  // consumers: CAS
 
-  alignas(64) std::atomic<uint64_t> tail;  // owner only
+  alignas(64) std::atomic<uint64_t> tail;  // owner; read only to count what is queued
 
   alignas(64) std::atomic<uint32_t> limit;  // SRQ limit, 0 = not armed
   std::atomic<uint32_t> error;              // SRQ in error (CQ overrun etc.)

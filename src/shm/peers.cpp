@@ -11,6 +11,7 @@
 
 #include "shm/arena.h"
 #include "shm/registry.h"
+#include "shm/shared_lock.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -20,7 +21,10 @@ constexpr uint64_t kRetireGraceNs = 5'000'000'000ull;
 }
 
 PeerTable::PeerTable(Registry& registry, Arena& own_arena, uint32_t own_slot)
-    : registry_(registry), own_arena_(own_arena), own_slot_(own_slot) {}
+    : registry_(registry),
+      own_arena_(own_arena),
+      own_slot_(own_slot),
+      lock_id_(lock_owner_id(own_slot, registry.proc(own_slot).incarnation.load())) {}
 
 const Peer* PeerTable::get(uint32_t slot) {
   if (slot == 0 || slot >= kMaxProcs) return nullptr;

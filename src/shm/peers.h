@@ -51,6 +51,8 @@ class PeerTable {
   int doorbell_fd(const Peer& peer, uint32_t index, uint32_t gen);
 
   Registry& registry() const { return registry_; }
+  // This process's identity as a holder of shared locks (shared_lock.h).
+  uint32_t lock_id() const { return lock_id_; }
 
  private:
   const Peer* map_slow(uint32_t slot);
@@ -58,6 +60,7 @@ class PeerTable {
   Registry& registry_;
   Arena& own_arena_;
   uint32_t own_slot_;
+  uint32_t lock_id_;
   std::atomic<Peer*> table_[kMaxProcs] = {};
   std::mutex mu_;
   std::vector<std::pair<Peer*, uint64_t>> retired_;  // unmapped after a grace period
