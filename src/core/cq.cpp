@@ -172,10 +172,15 @@ int destroy_cq(Cq* cq) {
   return 0;
 }
 
-bool take_one(Cq* cq, shm::CqeFields* out) {
+namespace {
+
+// Takes the oldest completion (shared ring first, then our own) and hands it
+// to `use` in place: poll_cq turns it straight into an ibv_wc.
+template <class Use>
+inline bool take_oldest(Cq* cq, Use&& use) {
   shm::Cqe& s = cq->ring[cq->head & cq->mask];
   if (s.seq.load(std::memory_order_acquire) == cq->head + 1) {
-    *out = s.f;
+    use(s.f);
     ++cq->head;
     cq->shared->head.store(cq->head, std::memory_order_release);
     return true;
@@ -183,12 +188,18 @@ bool take_one(Cq* cq, shm::CqeFields* out) {
   uint64_t h = cq->local_head.load(std::memory_order_relaxed);
   if (h == cq->local_tail.load(std::memory_order_acquire)) return false;
   LocalCqe& l = cq->local[h & cq->mask];
-  *out = l.cqe;
+  use(l.cqe);
   // A polled send completion frees its send-queue slot and every earlier
   // (unsignaled) one, as on a NIC.
   if (l.qp) l.qp->sq_head.store(l.sq_pos + 1, std::memory_order_release);
   cq->local_head.store(h + 1, std::memory_order_release);
   return true;
+}
+
+}  // namespace
+
+bool take_one(Cq* cq, shm::CqeFields* out) {
+  return take_oldest(cq, [out](const shm::CqeFields& c) { *out = c; });
 }
 
 // Whether take_one would find something, without taking the lock: most
@@ -205,8 +216,7 @@ int poll_cq(Cq* cq, int n, ibv_wc* wc) {
   std::lock_guard g(cq->poll_mu);
   if (cq->shared->attention.load(std::memory_order_relaxed)) handle_qp_attention(cq);
   int got = 0;
-  shm::CqeFields c;
-  while (got < n && take_one(cq, &c)) to_wc(c, &wc[got++]);
+  while (got < n && take_oldest(cq, [wc, got](const shm::CqeFields& c) { to_wc(c, &wc[got]); })) ++got;
   return got;
 }
 

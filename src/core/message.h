@@ -12,28 +12,36 @@
 
 namespace sv {
 
+struct Connection;
+
 // A contiguous piece of the requester's memory (already lkey-checked).
 struct Piece {
   uint8_t* addr;
   uint32_t len;
 };
 
+// Built once per work request on the requester's stack: no default member
+// initializers (zero-filling it showed up in profiles); message_for() sets
+// every field.
 struct Message {
-  ibv_qp_type qp_type = IBV_QPT_RC;
-  ibv_wr_opcode opcode = IBV_WR_SEND;
-  uint32_t src_qpn = 0;
-  ibv_gid sgid{};
-  Destination dst;          // dgid, qpn, and for UD the resolved Q_Key
-  uint32_t imm = 0;         // network order
-  bool solicited = false;
-  const Piece* pieces = nullptr;  // SEND/WRITE payload
-  uint32_t num_pieces = 0;
-  uint64_t length = 0;
-  uint64_t remote_addr = 0;  // WRITE/READ/atomics
-  uint32_t rkey = 0;
-  uint64_t compare_add = 0, swap = 0;
-  const Piece* sink = nullptr;  // READ/atomic results land here
-  uint32_t num_sink = 0;
+  ibv_qp_type qp_type;
+  ibv_wr_opcode opcode;
+  uint32_t src_qpn;
+  uint32_t dst_qpn;         // the responder QP (for multicast: each member in turn)
+  uint32_t qkey;            // UD: the Q_Key the message carries
+  uint32_t imm;             // network order
+  bool solicited;
+  bool block_self_mcast;    // UD sender created with IBV_QP_CREATE_BLOCK_SELF_MCAST_LB
+  const Destination* dst;   // addresses, route, traffic class, ... (dst->qpn/qkey unused)
+  const Piece* pieces;      // SEND/WRITE payload
+  uint32_t num_pieces;
+  uint64_t length;
+  uint64_t remote_addr;     // WRITE/READ/atomics
+  uint32_t rkey;
+  uint64_t compare_add, swap;
+  const Piece* sink;        // READ/atomic results land here
+  uint32_t num_sink;
+  Connection* conn;         // connected QPs: what the requester remembers of the responder; else null
 };
 
 // What the responder answered (the ACK/NAK of the wire protocol).

@@ -78,17 +78,16 @@ void unpin(Mr& mr, shm::Host& host) {
 
 }  // namespace
 
-std::optional<MrView> read_mr(const shm::MrEntry* table, uint32_t key) {
+bool read_mr(const shm::MrEntry* table, uint32_t key, MrView* out) {
   uint32_t idx = shm::key_index(key);
-  if (idx == 0 || idx >= shm::kMaxMrs) return std::nullopt;
+  if (idx == 0 || idx >= shm::kMaxMrs) return false;
   const shm::MrEntry& e = table[idx];
-  if (e.key.load(std::memory_order_acquire) != key) return std::nullopt;
-  MrView v{e.pd, e.access, e.path, e.iova, e.length, e.vaddr, e.overlay_off, e.overlay_page};
+  if (e.key.load(std::memory_order_acquire) != key) return false;
+  *out = MrView{e.pd, e.access, e.path, e.iova, e.length, e.vaddr, e.overlay_off, e.overlay_page};
   std::atomic_thread_fence(std::memory_order_acquire);
   // Re-check: the owner may have deregistered (and reused) the entry while
   // we copied it.
-  if (e.key.load(std::memory_order_relaxed) != key) return std::nullopt;
-  return v;
+  return e.key.load(std::memory_order_relaxed) == key;
 }
 
 Mr* reg_mr(Pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {

@@ -30,10 +30,11 @@ Mr* reg_mr(Pd* pd, void* addr, size_t length, uint64_t iova, unsigned access);
 int rereg_mr(Mr* mr, int flags, Pd* pd, void* addr, size_t length, unsigned access);
 int dereg_mr(Mr* mr);
 
-// A consistent copy of a published MR entry.
+// A consistent copy of a published MR entry. No member initializers: it
+// lives on the stack of every message and read_mr() sets every field.
 struct MrView {
-  uint32_t pd = 0, access = 0, path = 0;
-  uint64_t iova = 0, length = 0, vaddr = 0, overlay_off = 0, overlay_page = 0;
+  uint32_t pd, access, path;
+  uint64_t iova, length, vaddr, overlay_off, overlay_page;
 
   bool covers(uint64_t addr, uint64_t len) const {
     return addr >= iova && len <= length && addr - iova <= length - len;
@@ -42,8 +43,9 @@ struct MrView {
   uint64_t owner_vaddr(uint64_t addr) const { return vaddr + (addr - iova); }
 };
 
-// Reads the entry for `key` from an MR table (ours or a peer's). nullopt if
-// no live MR has this key.
-std::optional<MrView> read_mr(const shm::MrEntry* table, uint32_t key);
+// Reads the entry for `key` from an MR table (ours or a peer's) into `out`.
+// False if no live MR has this key. (An out-parameter: this is on every
+// message's path, and returning the view by value showed in profiles.)
+bool read_mr(const shm::MrEntry* table, uint32_t key, MrView* out);
 
 }  // namespace sv

@@ -90,7 +90,10 @@ int check_init_attr(Context* ctx, const ibv_qp_init_attr_ex& a) {
   if (a.comp_mask & IBV_QP_INIT_ATTR_MAX_TSO_HEADER) return a.qp_type == IBV_QPT_RAW_PACKET ? EOPNOTSUPP : EINVAL;
   if (a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) {
     if (a.create_flags & ~kKnownCreateFlags) return EINVAL;
-    if (a.create_flags) return EOPNOTSUPP;
+    // Blocking multicast loopback to the sender means something for UD
+    // only; the other flags are raw-packet and offload features.
+    uint32_t supported = a.qp_type == IBV_QPT_UD ? IBV_QP_CREATE_BLOCK_SELF_MCAST_LB : 0;
+    if (a.create_flags & ~supported) return EOPNOTSUPP;
   }
   if (a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
     if (a.send_ops_flags & ~kKnownSendOps) return EINVAL;
@@ -158,12 +161,14 @@ void apply_attrs(Qp* qp, const ibv_qp_attr& a, int mask) {
     uint32_t qpn = qp->peer.qpn;
     qp->peer = resolve_destination(qp->ctx, a.ah_attr);
     qp->peer.qpn = qpn;
+    qp->conn.forget();
     s->dgid = qp->peer.dgid;
     s->sgid_index = qp->peer.sgid_index;
   }
   if (mask & IBV_QP_DEST_QPN) {
     q.dest_qp_num = a.dest_qp_num;
     s->dest_qpn = qp->peer.qpn = a.dest_qp_num;
+    qp->conn.forget();
   }
   if (mask & IBV_QP_RQ_PSN) q.rq_psn = a.rq_psn & 0xffffff;
   if (mask & IBV_QP_SQ_PSN) q.sq_psn = a.sq_psn & 0xffffff;
@@ -191,6 +196,7 @@ void reset_queues(Qp* qp) {
   if (!qp->srq_obj && qp->rq.shared()) qp->rq.discard_all();
   qp->shared->remote_error.store(0, std::memory_order_release);
   qp->shared->established.store(0, std::memory_order_release);
+  qp->conn.forget();
   qp->attr = ibv_qp_attr{};
   qp->attr.path_mig_state = IBV_MIG_MIGRATED;
   qp->attr.cap = qp->cap;
@@ -226,12 +232,18 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
   qp->index = static_cast<uint32_t>(idx);
   qp->type = attr->qp_type;
   qp->sig_all = attr->sq_sig_all != 0;
+  qp->block_self_mcast = (attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
+                         (attr->create_flags & IBV_QP_CREATE_BLOCK_SELF_MCAST_LB);
   qp->send_ops_flags = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ? attr->send_ops_flags : 0;
 
   ibv_qp_cap& c = qp->cap;
   c.max_send_wr = static_cast<uint32_t>(round_up_pow2(std::max(attr->cap.max_send_wr, 1u)));
   c.max_send_sge = std::max(attr->cap.max_send_sge, 1u);
-  c.max_inline_data = static_cast<uint32_t>(align_up(attr->cap.max_inline_data, limits::kInlineGranule));
+  // Every send slot has room for at least one granule of inline data, and
+  // we say so even when none was asked for, as hardware and rxe do
+  // (rdma_xclient posts a 16-byte IBV_SEND_INLINE with max_inline_data 0).
+  c.max_inline_data = static_cast<uint32_t>(
+      align_up(std::max(attr->cap.max_inline_data, 1u), limits::kInlineGranule));
   if (qp->srq_obj) {
     c.max_recv_wr = c.max_recv_sge = 0;  // ignored with an SRQ
   } else {
@@ -253,6 +265,7 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
   qp->sq.resize(c.max_send_wr);
   qp->sq_sges.resize(uint64_t{c.max_send_wr} * c.max_send_sge);
   qp->sq_inline.resize(uint64_t{c.max_send_wr} * c.max_inline_data);
+  if (qp->type == IBV_QPT_UD) qp->sq_ud.resize(c.max_send_wr);
   qp->sq_mask = c.max_send_wr - 1;
   attr->cap = c;  // written back: >= what was asked
 
@@ -459,6 +472,15 @@ int post_send(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       break;
     }
     if (qp->sq_tail - qp->sq_head.load(std::memory_order_acquire) >= qp->cap.max_send_wr) {
+      SV_INFO("post_send on QP %#x: send queue full (%u WQEs; head %lu, executed up to %lu, tail %lu): "
+              "poll the send CQ to free slots", qp->qp_base.qp_num, qp->cap.max_send_wr,
+              static_cast<unsigned long>(qp->sq_head.load()), static_cast<unsigned long>(qp->sq_exec),
+              static_cast<unsigned long>(qp->sq_tail));
+      SV_INFO("  send CQ %u: armed %u event pending %u, local head %lu tail %lu, shared head %lu",
+              qp->scq->id, qp->scq->shared->armed.load(), qp->scq->shared->event_pending.load(),
+              static_cast<unsigned long>(qp->scq->local_head.load()),
+              static_cast<unsigned long>(qp->scq->local_tail.load()),
+              static_cast<unsigned long>(qp->scq->head));
       rc = ENOMEM;
       break;
     }
@@ -501,7 +523,7 @@ int post_send(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       w.swap = wr->wr.atomic.swap;
     }
     if (qp->type == IBV_QPT_UD) {
-      Destination& d = w.ud;
+      Destination& d = qp->ud_dest(pos);
       d = Ah::from(wr->wr.ud.ah)->dest;
       d.qpn = wr->wr.ud.remote_qpn;
       // IBTA 10.2.4: a Q_Key with the high bit set means "use the QP's own".

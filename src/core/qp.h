@@ -10,6 +10,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/connection.h"
 #include "core/cq.h"
 #include "core/pd.h"
 #include "core/recv_queue.h"
@@ -19,20 +20,22 @@
 
 namespace sv {
 
-struct SendWqe {
+// One posted work request: one cache line (a UD destination is kept
+// beside it, in Qp::sq_ud). Its SGEs and inline data sit in their own arrays.
+struct alignas(64) SendWqe {
   uint64_t wr_id = 0;
+  uint64_t length = 0;
+  uint64_t remote_addr = 0;
+  uint64_t compare_add = 0, swap = 0;
   ibv_wr_opcode opcode = IBV_WR_SEND;
   uint32_t flags = 0;  // ibv_send_flags
   uint32_t imm = 0;    // imm_data (network order) or invalidate rkey
   uint32_t num_sge = 0;
-  uint64_t length = 0;
-  uint64_t remote_addr = 0;
   uint32_t rkey = 0;
-  uint64_t compare_add = 0, swap = 0;
-  Destination ud;      // UD: destination from the AH and the WR
   bool signaled = false;
   bool inlined = false;
 };
+static_assert(sizeof(SendWqe) == 64);
 
 struct Qp : ibv_qp_ex {
   static Qp* from(ibv_qp* q) { return static_cast<Qp*>(reinterpret_cast<ibv_qp_ex*>(q)); }
@@ -52,6 +55,7 @@ struct Qp : ibv_qp_ex {
   ibv_qp_type type = IBV_QPT_RC;
   ibv_qp_cap cap{};
   bool sig_all = false;
+  bool block_self_mcast = false;  // IBV_QP_CREATE_BLOCK_SELF_MCAST_LB
   uint64_t send_ops_flags = 0;
   ibv_qp_attr attr{};  // what ibv_query_qp reports; attr.qp_state is the truth
 
@@ -61,6 +65,7 @@ struct Qp : ibv_qp_ex {
   std::vector<SendWqe> sq;
   std::vector<ibv_sge> sq_sges;      // cap.max_send_sge per slot
   std::vector<uint8_t> sq_inline;    // cap.max_inline_data per slot
+  std::vector<Destination> sq_ud;    // UD: each slot's destination (AH and WR)
   uint64_t sq_mask = 0;
   std::atomic<uint64_t> sq_head{0};
   uint64_t sq_exec = 0;
@@ -73,6 +78,7 @@ struct Qp : ibv_qp_ex {
   bool scheduled = false;  // waiting in the retry scheduler
 
   Destination peer;  // RC/UC: the connected remote QP (set at RTR)
+  Connection conn;   // RC/UC: what we remember of the remote QP between messages
   std::atomic<int> mcast_groups{0};
   uint32_t async_reported = 0;
 
@@ -84,6 +90,7 @@ struct Qp : ibv_qp_ex {
   SendWqe& slot(uint64_t pos) { return sq[pos & sq_mask]; }
   ibv_sge* sges(uint64_t pos) { return &sq_sges[(pos & sq_mask) * cap.max_send_sge]; }
   uint8_t* inline_buf(uint64_t pos) { return &sq_inline[(pos & sq_mask) * cap.max_inline_data]; }
+  Destination& ud_dest(uint64_t pos) { return sq_ud[pos & sq_mask]; }
   ibv_qp_state state() const { return attr.qp_state; }
 };
 

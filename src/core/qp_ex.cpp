@@ -54,12 +54,19 @@ SendWqe* begin(ibv_qp_ex* q, ibv_wr_opcode op, uint64_t needed_flag) {
     qp->batch_error = ENOMEM;
     return nullptr;
   }
+  // Every field the requester reads for `op`, set here or by the wr_<op>
+  // and wr_set_* calls (an assignment of a whole SendWqe{} showed up in
+  // profiles).
   SendWqe& w = qp->slot(qp->batch_tail);
-  w = SendWqe{};
   w.wr_id = q->wr_id;
-  w.flags = q->wr_flags;
+  w.length = 0;
   w.opcode = op;
+  w.flags = q->wr_flags;
+  w.imm = 0;
+  w.num_sge = 0;
   w.signaled = qp->sig_all || (q->wr_flags & IBV_SEND_SIGNALED);
+  w.inlined = false;
+  if (qp->type == IBV_QPT_UD) qp->ud_dest(qp->batch_tail) = Destination{};  // until wr_set_ud_addr
   qp->batch_cur = &w;
   ++qp->batch_tail;
   return &w;
@@ -130,7 +137,7 @@ void wr_set_ud_addr(ibv_qp_ex* q, ibv_ah* ah, uint32_t remote_qpn, uint32_t remo
     qp->batch_error = EINVAL;
     return;
   }
-  Destination& d = w->ud;
+  Destination& d = qp->ud_dest(cur_pos(qp));
   d = Ah::from(ah)->dest;
   d.qpn = remote_qpn;
   d.qkey = (remote_qkey & 0x80000000u) ? qp->attr.qkey : remote_qkey;

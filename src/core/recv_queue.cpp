@@ -116,19 +116,58 @@ shm::RecvQueueShared* peer_recv_queue(const shm::Peer& owner, uint64_t off) {
   return q;
 }
 
-bool take_recv_wqe(const shm::Peer& owner, shm::RecvQueueShared* q, RecvWqeCopy* out) {
+namespace {
+
+const shm::RecvWqe* slot_at(const shm::Peer& owner, const shm::RecvQueueShared* q, uint64_t pos) {
+  return owner.at<shm::RecvWqe>(q->ring_off + (pos & (q->capacity - 1)) * q->stride);
+}
+
+// Copies the posted WQEs after `head` (up to kDepth in all, small ones only).
+void read_ahead(const shm::Peer& owner, const shm::RecvQueueShared* q, uint64_t head, RecvAhead* ahead) {
+  ahead->queue = q;
+  ahead->owner_slot = owner.slot;
+  ahead->owner_incarnation = owner.incarnation;
+  ahead->first = head + 1;
+  ahead->count = 0;
+  for (uint32_t i = 0; i < RecvAhead::kDepth; ++i) {
+    const shm::RecvWqe* w = slot_at(owner, q, head + 1 + i);
+    if (!w || w->seq.load(std::memory_order_acquire) != head + 2 + i) return;
+    RecvAhead::Entry& e = ahead->entries[i];
+    load_words(&e.wr_id, &w->wr_id, kWqeBody);
+    if (e.num_sge > RecvAhead::kMaxSge || e.num_sge > q->max_sge) return;
+    if (e.num_sge) load_words(e.sge, w->sge, sizeof(ibv_sge) * e.num_sge);
+    ++ahead->count;
+  }
+}
+
+}  // namespace
+
+bool take_recv_wqe(const shm::Peer& owner, shm::RecvQueueShared* q, RecvWqeCopy* out, RecvAhead* ahead) {
   if (q->capacity == 0) return false;
   uint64_t head = q->head.load(std::memory_order_acquire);
+  if (ahead && ahead->queue == q && ahead->owner_slot == owner.slot &&
+      ahead->owner_incarnation == owner.incarnation && head - ahead->first < ahead->count) {
+    const RecvAhead::Entry& e = ahead->entries[head - ahead->first];
+    if (q->head.compare_exchange_strong(head, head + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+      out->wr_id = e.wr_id;
+      out->num_sge = e.num_sge;
+      std::copy_n(e.sge, e.num_sge, out->sge);
+      return true;
+    }
+    ahead->count = 0;  // another consumer took it: the copies are stale
+  }
   for (;;) {
-    const auto* w = owner.at<shm::RecvWqe>(q->ring_off + (head & (q->capacity - 1)) * q->stride);
+    const shm::RecvWqe* w = slot_at(owner, q, head);
     if (!w || w->seq.load(std::memory_order_acquire) != head + 1) return false;  // nothing posted at head
     load_words(&out->wr_id, &w->wr_id, kWqeBody);
     out->num_sge = std::min(out->num_sge, q->max_sge);
     if (out->num_sge) load_words(out->sge, w->sge, sizeof(ibv_sge) * out->num_sge);
     // Claim it. On failure another consumer took it first: head now says
     // where to look next.
-    if (q->head.compare_exchange_weak(head, head + 1, std::memory_order_acq_rel, std::memory_order_acquire))
+    if (q->head.compare_exchange_weak(head, head + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+      if (ahead) read_ahead(owner, q, head, ahead);
       return true;
+    }
   }
 }
 

@@ -51,8 +51,33 @@ class RecvQueue {
   SpinLock post_mu_;
 };
 
+// An initiator's read-ahead of the receive queue it delivers to, as a NIC
+// prefetches receive WQEs: one pass reads the next few posted WQEs (lines
+// the receiver wrote long ago, so each read is a cache miss) and later
+// messages use the copies. A copy of position p stays valid until p is
+// claimed: the owner cannot post into slot p again before head passes it.
+// Claiming is still one CAS on head. Used by connected QPs (one target).
+struct RecvAhead {
+  static constexpr uint32_t kDepth = 8;
+  static constexpr uint32_t kMaxSge = 4;  // WQEs with more SGEs are read directly
+  struct Entry {
+    uint64_t wr_id;
+    uint32_t num_sge;
+    uint32_t reserved;
+    ibv_sge sge[kMaxSge];
+  };
+  // Which queue the copies are of: a mapping address can be reused once a
+  // peer is gone, so its owner's registry slot and incarnation count too.
+  const shm::RecvQueueShared* queue = nullptr;
+  uint32_t owner_slot = 0, owner_incarnation = 0;
+  uint64_t first = 0;  // ring position of entries[0]
+  uint32_t count = 0;
+  Entry entries[kDepth];
+};
+
 // Takes the oldest WQE of the queue at `q` in `owner`'s arena. False if empty.
-bool take_recv_wqe(const shm::Peer& owner, shm::RecvQueueShared* q, RecvWqeCopy* out);
+// `ahead` (optional) is the caller's read-ahead of this queue.
+bool take_recv_wqe(const shm::Peer& owner, shm::RecvQueueShared* q, RecvWqeCopy* out, RecvAhead* ahead = nullptr);
 
 // The receive queue of `owner` at arena offset `off`, or nullptr if implausible.
 shm::RecvQueueShared* peer_recv_queue(const shm::Peer& owner, uint64_t off);

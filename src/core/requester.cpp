@@ -95,73 +95,67 @@ bool gather(Qp* qp, uint64_t pos, Piece* pieces, uint32_t* count) {
   ibv_sge* sg = qp->sges(pos);
   for (uint32_t i = 0; i < w.num_sge; ++i) {
     if (sg[i].length == 0) continue;
-    auto v = read_mr(table, sg[i].lkey);
-    if (!v || v->pd != qp->pd_obj->id || (v->access & need) != need || !v->covers(sg[i].addr, sg[i].length))
+    MrView v;
+    if (!read_mr(table, sg[i].lkey, &v) || v.pd != qp->pd_obj->id || (v.access & need) != need ||
+        !v.covers(sg[i].addr, sg[i].length))
       return false;
-    pieces[(*count)++] = Piece{reinterpret_cast<uint8_t*>(v->owner_vaddr(sg[i].addr)), sg[i].length};
+    pieces[(*count)++] = Piece{reinterpret_cast<uint8_t*>(v.owner_vaddr(sg[i].addr)), sg[i].length};
   }
   return true;
 }
 
-Message message_for(Qp* qp, const SendWqe& w) {
+Message message_for(Qp* qp, uint64_t pos, const SendWqe& w) {
+  const Destination& d = qp->type == IBV_QPT_UD ? qp->ud_dest(pos) : qp->peer;
   Message m;
   m.qp_type = qp->type;
   m.opcode = w.opcode;
   m.src_qpn = qp->qp_base.qp_num;
-  m.dst = qp->type == IBV_QPT_UD ? w.ud : qp->peer;
+  m.dst_qpn = d.qpn;
+  m.qkey = d.qkey;
   m.imm = w.imm;
   m.solicited = w.flags & IBV_SEND_SOLICITED;
+  m.block_self_mcast = qp->block_self_mcast;
+  m.dst = &d;
+  m.pieces = m.sink = nullptr;
+  m.num_pieces = m.num_sink = 0;
   m.length = w.length;
   m.remote_addr = w.remote_addr;
   m.rkey = w.rkey;
   m.compare_add = w.compare_add;
   m.swap = w.swap;
-  m.sgid = m.dst.sgid;
+  m.conn = qp->type == IBV_QPT_UD ? nullptr : &qp->conn;
   return m;
 }
 
-// Executes the WQE at sq_exec. False when the queue must wait (retry later).
-bool execute_next(Qp* qp) {
-  const uint64_t pos = qp->sq_exec;
-  SendWqe& w = qp->slot(pos);
+// Checks that only long messages, RDMA READs and atomics need. False when
+// they ended the WQE (completed or failed) without sending it.
+bool passes_rare_checks(Qp* qp, uint64_t pos, const SendWqe& w) {
   if (w.length > limits::kMaxMsgSize) {
     fail(qp, pos, IBV_WC_LOC_LEN_ERR);
-    return true;
+    return false;
   }
   // IBTA C10-93.1.1: a UD message longer than the port MTU is not sent,
   // and it is not an error either.
   if (qp->type == IBV_QPT_UD && w.length > limits::kMtuBytes) {
     complete(qp, pos, IBV_WC_SUCCESS);
-    return true;
+    return false;
   }
   const bool atomic = w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
   if (atomic && w.length < 8) {  // the original 64-bit value must fit
     fail(qp, pos, IBV_WC_LOC_LEN_ERR);
-    return true;
+    return false;
   }
   // An initiator depth of 0 allows no RDMA READ or atomic in flight: such a
   // request could never be sent. A NIC would wait forever; we say why.
   if ((atomic || w.opcode == IBV_WR_RDMA_READ) && qp->attr.max_rd_atomic == 0) {
     fail(qp, pos, IBV_WC_LOC_QP_OP_ERR);
-    return true;
+    return false;
   }
-  Piece pieces[limits::kMaxSge];
-  uint32_t n = 0;
-  if (!gather(qp, pos, pieces, &n)) {
-    fail(qp, pos, IBV_WC_LOC_PROT_ERR);
-    return true;
-  }
-  Message m = message_for(qp, w);
-  if (writes_local_memory(w.opcode)) {
-    m.sink = pieces;
-    m.num_sink = n;
-  } else {
-    m.pieces = pieces;
-    m.num_pieces = n;
-  }
-  Transport* t = m.dst.route;
-  Response r = t ? t->deliver(m)
-                 : Response{qp->type == IBV_QPT_RC ? Outcome::kNoResponse : Outcome::kDropped, 0};
+  return true;
+}
+
+// Acts on any answer but a plain ACK. False when the WQE must wait.
+bool act_on_response(Qp* qp, uint64_t pos, Response r) {
   switch (r.outcome) {
     case Outcome::kAck:
     case Outcome::kDropped:
@@ -208,6 +202,41 @@ bool execute_next(Qp* qp) {
       return true;
   }
   return true;
+}
+
+// Executes the WQE at sq_exec. False when the queue must wait (retry later).
+// The common case (a SEND or WRITE of at most one MTU that the peer
+// acknowledges) takes the straight line; everything else branches off.
+bool execute_next(Qp* qp) {
+  const uint64_t pos = qp->sq_exec;
+  const SendWqe& w = qp->slot(pos);
+  if ((w.length > limits::kMtuBytes || w.opcode >= IBV_WR_RDMA_READ) && !passes_rare_checks(qp, pos, w))
+    return true;
+  Piece pieces[limits::kMaxSge];
+  uint32_t n = 0;
+  if (!gather(qp, pos, pieces, &n)) {
+    fail(qp, pos, IBV_WC_LOC_PROT_ERR);
+    return true;
+  }
+  Message m = message_for(qp, pos, w);
+  if (writes_local_memory(w.opcode)) {
+    m.sink = pieces;
+    m.num_sink = n;
+  } else {
+    m.pieces = pieces;
+    m.num_pieces = n;
+  }
+  Transport* t = m.dst->route;
+  if (__builtin_expect(t != nullptr, 1)) {
+    Response r = t->deliver(m);
+    if (__builtin_expect(r.outcome == Outcome::kAck, 1)) {
+      complete(qp, pos, IBV_WC_SUCCESS);
+      return true;
+    }
+    return act_on_response(qp, pos, r);
+  }
+  return act_on_response(qp, pos,
+                         Response{qp->type == IBV_QPT_RC ? Outcome::kNoResponse : Outcome::kDropped, 0});
 }
 
 }  // namespace

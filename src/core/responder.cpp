@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "core/async_events.h"
+#include "core/connection.h"
 #include "core/cq.h"
 #include "core/grh.h"
 #include "core/mr.h"
@@ -62,10 +63,9 @@ class Scatter {
       return true;
     }
     const shm::MrEntry* table = mr_table(owner_);
-    auto v = table ? read_mr(table, s.lkey) : std::nullopt;
-    if (!v || v->pd != pd_ || !(v->access & IBV_ACCESS_LOCAL_WRITE) || !v->covers(s.addr, s.length))
+    if (!table || !read_mr(table, s.lkey, &view_) || view_.pd != pd_ || !(view_.access & IBV_ACCESS_LOCAL_WRITE) ||
+        !view_.covers(s.addr, s.length))
       return fail(IBV_WC_LOC_PROT_ERR);
-    view_ = *v;
     return true;
   }
   bool fail(ibv_wc_status s) {
@@ -101,13 +101,11 @@ void complete_receive(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShar
 
 // An rkey check: the MR exists, belongs to the QP's PD, allows `access`,
 // covers the range, and the QP allows remote `access` too.
-std::optional<MrView> check_rkey(const shm::Peer& owner, const shm::QpShared& t, uint32_t rkey, uint64_t addr,
-                                 uint64_t len, unsigned access) {
-  if (!(t.access_flags & access)) return std::nullopt;
+bool check_rkey(const shm::Peer& owner, const shm::QpShared& t, uint32_t rkey, uint64_t addr, uint64_t len,
+                unsigned access, MrView* v) {
+  if (!(t.access_flags & access)) return false;
   const shm::MrEntry* table = mr_table(owner);
-  auto v = table ? read_mr(table, rkey) : std::nullopt;
-  if (!v || v->pd != t.pd || !(v->access & access) || !v->covers(addr, len)) return std::nullopt;
-  return v;
+  return table && read_mr(table, rkey, v) && v->pd == t.pd && (v->access & access) && v->covers(addr, len);
 }
 
 shm::RecvQueueShared* receive_queue(const shm::Peer& owner, const shm::QpShared& t) {
@@ -131,7 +129,7 @@ shm::CqeFields receive_cqe(const shm::QpShared& t, const Message& m, const RecvW
   c.status = IBV_WC_SUCCESS;
   c.qp_num = t.qpn;
   c.src_qp = m.src_qpn;
-  c.sl = m.dst.sl;
+  c.sl = m.dst->sl;
   c.solicited = m.solicited;
   if (m.opcode == IBV_WR_SEND_WITH_IMM || m.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
     c.wc_flags |= IBV_WC_WITH_IMM;
@@ -144,7 +142,7 @@ shm::CqeFields receive_cqe(const shm::QpShared& t, const Message& m, const RecvW
 Response respond_send(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Message& m) {
   shm::RecvQueueShared* q = receive_queue(owner, t);
   RecvWqeCopy w;
-  if (!q || !take_recv_wqe(owner, q, &w)) {
+  if (!q || !take_recv_wqe(owner, q, &w, m.conn ? &m.conn->ahead : nullptr)) {
     if (m.qp_type == IBV_QPT_RC) return Response{Outcome::kRnr, static_cast<uint8_t>(t.min_rnr_timer)};
     return Response{Outcome::kDropped, 0};
   }
@@ -154,7 +152,7 @@ Response respond_send(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShar
   bool ok = true;
   if (m.qp_type == IBV_QPT_UD) {
     uint8_t grh[kGrhBytes];
-    build_grh(grh, m.sgid, m.dst.dgid, m.dst.traffic_class, m.dst.hop_limit, m.dst.flow_label,
+    build_grh(grh, m.dst->sgid, m.dst->dgid, m.dst->traffic_class, m.dst->hop_limit, m.dst->flow_label,
               static_cast<uint32_t>(m.length));
     ok = s.put(grh, kGrhBytes);
     c.wc_flags |= IBV_WC_GRH;
@@ -182,18 +180,18 @@ Response respond_write(shm::PeerTable& peers, const shm::Peer& owner, shm::QpSha
   bool with_imm = m.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
   if (with_imm) {
     q = receive_queue(owner, t);
-    if (!q || !take_recv_wqe(owner, q, &w)) {
+    if (!q || !take_recv_wqe(owner, q, &w, m.conn ? &m.conn->ahead : nullptr)) {
       if (m.qp_type == IBV_QPT_RC) return Response{Outcome::kRnr, static_cast<uint8_t>(t.min_rnr_timer)};
       return Response{Outcome::kDropped, 0};
     }
   }
   bool ok = true;
   if (m.length) {
-    auto v = check_rkey(owner, t, m.rkey, m.remote_addr, m.length, IBV_ACCESS_REMOTE_WRITE);
-    ok = v.has_value();
+    MrView v;
+    ok = check_rkey(owner, t, m.rkey, m.remote_addr, m.length, IBV_ACCESS_REMOTE_WRITE, &v);
     uint64_t at = m.remote_addr;
     for (uint32_t i = 0; ok && i < m.num_pieces; ++i) {
-      ok = write_to_mr(owner, *v, at, m.pieces[i].addr, m.pieces[i].len);
+      ok = write_to_mr(owner, v, at, m.pieces[i].addr, m.pieces[i].len);
       at += m.pieces[i].len;
     }
   }
@@ -226,11 +224,11 @@ Response respond_read(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShar
   if (t.max_dest_rd_atomic == 0) return refuse_without_resources(peers, owner, t, m);
   bool ok = true;
   if (m.length) {
-    auto v = check_rkey(owner, t, m.rkey, m.remote_addr, m.length, IBV_ACCESS_REMOTE_READ);
-    ok = v.has_value();
+    MrView v;
+    ok = check_rkey(owner, t, m.rkey, m.remote_addr, m.length, IBV_ACCESS_REMOTE_READ, &v);
     uint64_t at = m.remote_addr;
     for (uint32_t i = 0; ok && i < m.num_sink; ++i) {
-      ok = read_from_mr(owner, *v, at, m.sink[i].addr, m.sink[i].len);
+      ok = read_from_mr(owner, v, at, m.sink[i].addr, m.sink[i].len);
       at += m.sink[i].len;
     }
   }
@@ -246,10 +244,11 @@ Response respond_atomic(shm::PeerTable& peers, const shm::Peer& owner, shm::QpSh
     flag_target_error(peers, owner, t, IBV_EVENT_QP_REQ_ERR);
     return Response{Outcome::kRemoteInvalid, 0};
   }
-  auto v = check_rkey(owner, t, m.rkey, m.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC);
+  MrView v;
   uint64_t original = 0;
-  if (!v || !atomic_on_mr(owner, *peers.registry().header(), *v, m.remote_addr, m.opcode, m.compare_add, m.swap,
-                          &original)) {
+  if (!check_rkey(owner, t, m.rkey, m.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC, &v) ||
+      !atomic_on_mr(owner, *peers.registry().header(), v, m.remote_addr, m.opcode, m.compare_add, m.swap,
+                    &original)) {
     SV_INFO("responder QP %#x: atomic rkey %#x at %#lx refused", t.qpn, m.rkey, m.remote_addr);
     flag_target_error(peers, owner, t, IBV_EVENT_QP_ACCESS_ERR);
     return Response{Outcome::kRemoteAccess, 0};
@@ -276,7 +275,7 @@ Response respond(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t
   if (state == IBV_QPS_RTR && !t.established.load(std::memory_order_relaxed) && !t.established.exchange(1))
     raise_async(peers, owner, t.ctx_index, IBV_EVENT_COMM_EST, shm::kAsyncQp, t.qpn);
   if (m.qp_type == IBV_QPT_UD) {
-    if (t.qkey != m.dst.qkey) return lost(m);  // Q_Key violation: silently dropped
+    if (t.qkey != m.qkey) return lost(m);  // Q_Key violation: silently dropped
   } else if (t.dest_qpn != m.src_qpn) {
     return lost(m);  // not connected to us
   }

@@ -38,6 +38,15 @@ void forget_host_in_child() {
   keeper_forget_after_fork();
 }
 
+// Registered at load time, before the application can register its own
+// handlers: prepare handlers run in reverse order of registration, so ours
+// runs last (the snapshot of registered pages is as close to the fork as it
+// can be), and child handlers in order, so ours runs first (other handlers
+// in the child may touch heap pages that are missing until it has run).
+__attribute__((constructor)) void register_fork_handlers() {
+  pthread_atfork(before_fork, after_fork_in_parent, forget_host_in_child);
+}
+
 }  // namespace
 
 Host::Host(Registry* r, Arena* a, uint32_t slot, uint32_t incarnation)
@@ -46,11 +55,6 @@ Host::Host(Registry* r, Arena* a, uint32_t slot, uint32_t incarnation)
 Host* Host::get() {
   std::lock_guard g(g_attach_mu);
   if (g_host) return g_host;
-  static bool atfork_registered = false;
-  if (!atfork_registered) {
-    pthread_atfork(before_fork, after_fork_in_parent, forget_host_in_child);
-    atfork_registered = true;
-  }
   Registry* reg = Registry::open_or_create();
   if (!reg) return nullptr;
   Arena* arena = Arena::create(knobs().arena_bytes);

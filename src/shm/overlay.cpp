@@ -116,12 +116,18 @@ std::optional<OverlayMap::Pin> OverlayMap::pin(uint64_t addr, uint64_t len) {
   for (auto& [page, x] : extents_)
     if (page < b && page + x.len > a) return std::nullopt;
 
-  // Every page must sit in an overlayable private mapping.
+  // Every page must sit in an overlayable private mapping, and not in the
+  // mapping of this thread's own stack (a thread's stack is anonymous memory
+  // like any other, but this very function writes to it between the copy
+  // and the remap, and those writes would be lost: buffers on a thread's
+  // stack take the cross-memory-attach path).
+  const auto stack_here = reinterpret_cast<uint64_t>(__builtin_frame_address(0));
   std::vector<const MapEntry*> pieces;
   uint64_t at = a;
   for (const MapEntry& e : maps) {
     if (e.end <= at || e.start >= b) continue;
     if (e.start > at || !overlayable(e)) return std::nullopt;
+    if (e.start <= stack_here && stack_here < e.end) return std::nullopt;
     pieces.push_back(&e);
     at = e.end;
     if (at >= b) break;
@@ -195,7 +201,6 @@ ForkPlan* g_fork_plan = nullptr;
 
 void OverlayMap::prepare_fork() {
   arena_.overlay_mutex().lock();
-  std::vector<MapEntry> maps = read_proc_maps();
   uint64_t count = 0;
   for (auto& [page, x] : extents_) count += x.pieces.size();
   uint64_t bytes = align_up(sizeof(ForkPlan) + count * sizeof(ForkPiece), kPage);
@@ -204,19 +209,31 @@ void OverlayMap::prepare_fork() {
   auto* plan = static_cast<ForkPlan*>(m);
   plan->bytes = bytes;
   plan->count = 0;
-  for (auto& [page, x] : extents_) {
-    for (const Piece& p : x.pieces) {
-      // Only pages still mapped from the arena: the application may have
-      // unmapped (or replaced) some since they were registered.
-      if (!still_ours(maps, arena_.inode(), p.start, p.start + p.len, x.arena_off + (p.start - page))) continue;
-      void* snap = mmap(nullptr, p.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (snap == MAP_FAILED) continue;
-      if (p.prot & PROT_READ)
-        copy_pages(static_cast<uint8_t*>(snap), reinterpret_cast<const uint8_t*>(p.start), p.len);
-      madvise(reinterpret_cast<void*>(p.start), p.len, MADV_DONTFORK);
-      plan->pieces[plan->count++] = ForkPiece{p.start, p.len, p.prot, snap};
-    }
+  {
+    // Only pages still mapped from the arena: the application may have
+    // unmapped (or replaced) some since they were registered. The list of
+    // mappings lives on the heap, and the heap may be overlaid itself, so it
+    // is gone before the first snapshot: a malloc or free after a snapshot
+    // of the page it touches would leave the child with a torn heap.
+    std::vector<MapEntry> maps = read_proc_maps();
+    for (auto& [page, x] : extents_)
+      for (const Piece& p : x.pieces)
+        if (still_ours(maps, arena_.inode(), p.start, p.start + p.len, x.arena_off + (p.start - page)))
+          plan->pieces[plan->count++] = ForkPiece{p.start, p.len, p.prot, nullptr};
   }
+  // From here on: system calls and copies only, no allocation.
+  uint64_t kept = 0;
+  for (uint64_t i = 0; i < plan->count; ++i) {
+    ForkPiece p = plan->pieces[i];
+    void* snap = mmap(nullptr, p.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (snap == MAP_FAILED) continue;
+    if (p.prot & PROT_READ)
+      copy_pages(static_cast<uint8_t*>(snap), reinterpret_cast<const uint8_t*>(p.start), p.len);
+    madvise(reinterpret_cast<void*>(p.start), p.len, MADV_DONTFORK);
+    p.snapshot = snap;
+    plan->pieces[kept++] = p;
+  }
+  plan->count = kept;
   g_fork_plan = plan;
 }
 

@@ -1,5 +1,6 @@
 #include "transport/shm_transport.h"
 
+#include "core/connection.h"
 #include "core/gid_table.h"
 #include "core/multicast.h"
 #include "core/responder.h"
@@ -7,31 +8,53 @@
 namespace sv {
 
 Response ShmTransport::deliver(const Message& m) {
-  if (m.qp_type == IBV_QPT_UD && m.dst.qpn == shm::kMulticastQpn && gid_is_multicast(m.dst.dgid))
+  if (m.qp_type == IBV_QPT_UD && m.dst_qpn == shm::kMulticastQpn && gid_is_multicast(m.dst->dgid))
     return deliver_to_group(m);
   return deliver_to_qp(m);
 }
 
 // Every QP of the host attached to the group gets its own copy (the sender
-// too, when it is attached: multicast loopback is on by default).
+// too, when it is attached: multicast loopback is on by default, unless the
+// sender was created with IBV_QP_CREATE_BLOCK_SELF_MCAST_LB).
 Response ShmTransport::deliver_to_group(const Message& m) {
-  for (uint32_t qpn : mcast_members(*host_.registry().header(), m.dst.dgid)) {
+  for (uint32_t qpn : mcast_members(*host_.registry().header(), m.dst->dgid)) {
+    if (m.block_self_mcast && qpn == m.src_qpn) continue;
     Message copy = m;
-    copy.dst.qpn = qpn;
+    copy.dst_qpn = qpn;
     deliver_to_qp(copy);
   }
   return Response{Outcome::kAck, 0};
 }
 
+namespace {
+
+// A connected QP's target as last found, if its owner is the same live
+// process and the QP still has its number (a destroyed QP's block keeps its
+// number but says RESET until it is reused, which the responder sees).
+bool cached_target_valid(const Connection& c, uint32_t qpn) {
+  return c.target && c.proc->incarnation.load(std::memory_order_acquire) == c.owner_incarnation &&
+         shm::proc_alive(*c.proc) && c.target->qpn == qpn;
+}
+
+}  // namespace
+
 Response ShmTransport::deliver_to_qp(const Message& m) {
+  Connection* c = m.conn;
+  if (c && cached_target_valid(*c, m.dst_qpn)) return respond(host_.peers(), *c->owner, *c->target, m);
   const Response lost{m.qp_type == IBV_QPT_RC ? Outcome::kNoResponse : Outcome::kDropped, 0};
-  const shm::Peer* owner = host_.peers().get(shm::qpn_slot(m.dst.qpn));
+  const shm::Peer* owner = host_.peers().get(shm::qpn_slot(m.dst_qpn));
   if (!owner) return lost;  // no such process, or it died
-  uint32_t idx = shm::qpn_index(m.dst.qpn);
+  uint32_t idx = shm::qpn_index(m.dst_qpn);
   auto* entry = owner->at<shm::QpSlotEntry>(owner->header()->qp_table + idx * sizeof(shm::QpSlotEntry));
-  if (!entry || entry->qpn.load(std::memory_order_acquire) != m.dst.qpn) return lost;
+  if (!entry || entry->qpn.load(std::memory_order_acquire) != m.dst_qpn) return lost;
   auto* target = owner->at<shm::QpShared>(entry->shared_off.load(std::memory_order_acquire));
-  if (!target || target->qpn != m.dst.qpn) return lost;
+  if (!target || target->qpn != m.dst_qpn) return lost;
+  if (c) {
+    c->proc = owner->proc;
+    c->owner_incarnation = owner->incarnation;
+    c->owner = owner;
+    c->target = target;
+  }
   return respond(host_.peers(), *owner, *target, m);
 }
 

@@ -2,8 +2,8 @@
 // point checks its handle, calls into the core, turns failure into errno
 // and the documented return value, and never lets an exception cross into
 // C. Entry points with an old-ABI twin (33 of them) are defined under an
-// sv_ name and bound to name@@IBVERBS_1.1 here; compat_1_0.cpp binds the
-// name@IBVERBS_1.0 versions.
+// sv_ name and bound to name@@IBVERBS_1.1 with SV_EXPORT_1_1; compat_1_0.cpp
+// binds the name@IBVERBS_1.0 versions.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -13,8 +13,10 @@
 
 #define SV_EXPORT extern "C" __attribute__((visibility("default")))
 
-// Defines `sv_<name>` and exports it as the default version of <name>.
-#define SV_DEFAULT_1_1(name) __asm__(".symver sv_" #name ", " #name "@@IBVERBS_1.1");
+// Put before the definition of `sv_<name>`: exports it as the default
+// version of <name>. (The symver attribute, unlike a top-level .symver
+// directive, survives link-time optimization.)
+#define SV_EXPORT_1_1(name) SV_EXPORT __attribute__((symver(#name "@@IBVERBS_1.1")))
 
 namespace sv::abi {
 

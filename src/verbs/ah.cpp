@@ -9,14 +9,12 @@
 
 using namespace sv;
 
-SV_EXPORT ibv_ah* sv_ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
+SV_EXPORT_1_1(ibv_create_ah) ibv_ah* sv_ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   if (!pd || !attr) return abi::fail_ptr<ibv_ah>(EINVAL);
   return abi::guarded<ibv_ah*>(nullptr, [&]() -> ibv_ah* { return create_ah(Pd::from(pd), *attr); });
 }
-SV_DEFAULT_1_1(ibv_create_ah)
 
-SV_EXPORT int sv_ibv_destroy_ah(ibv_ah* ah) { return destroy_ah(Ah::from(ah)); }
-SV_DEFAULT_1_1(ibv_destroy_ah)
+SV_EXPORT_1_1(ibv_destroy_ah) int sv_ibv_destroy_ah(ibv_ah* ah) { return destroy_ah(Ah::from(ah)); }
 
 // As rdma-core: the sender's address comes from the GRH (for RoCEv2 the
 // IPv4 or IPv6 header the device put in the first 40 bytes of the buffer),

@@ -5,18 +5,16 @@
 // table matches and refuses them with EOPNOTSUPP.
 #include "verbs/abi.h"
 
-#define COMPAT_PTR(name) \
-  SV_EXPORT void* sv_compat_##name(void) { \
-    errno = EOPNOTSUPP;                     \
-    return nullptr;                         \
-  }                                         \
-  __asm__(".symver sv_compat_" #name ", " #name "@IBVERBS_1.0");
-#define COMPAT_INT(name)                                  \
-  SV_EXPORT int sv_compat_##name(void) { return EOPNOTSUPP; } \
-  __asm__(".symver sv_compat_" #name ", " #name "@IBVERBS_1.0");
-#define COMPAT_VOID(name)                  \
-  SV_EXPORT void sv_compat_##name(void) {} \
-  __asm__(".symver sv_compat_" #name ", " #name "@IBVERBS_1.0");
+#define SV_COMPAT(name) SV_EXPORT __attribute__((symver(#name "@IBVERBS_1.0")))
+#define COMPAT_PTR(name)                  \
+  SV_COMPAT(name) void* sv_compat_##name(void) { \
+    errno = EOPNOTSUPP;                   \
+    return nullptr;                       \
+  }
+#define COMPAT_INT(name) \
+  SV_COMPAT(name) int sv_compat_##name(void) { return EOPNOTSUPP; }
+#define COMPAT_VOID(name) \
+  SV_COMPAT(name) void sv_compat_##name(void) {}
 
 COMPAT_VOID(ibv_ack_async_event)
 COMPAT_VOID(ibv_ack_cq_events)
@@ -54,5 +52,5 @@ COMPAT_INT(ibv_resize_cq)
 
 // Provider registration of libibverbs 1.1 (before the PRIVATE interface):
 // compat only, no default version. There are no providers to register.
-SV_EXPORT void sv_compat_ibv_register_driver(const char*, void*) {}
-__asm__(".symver sv_compat_ibv_register_driver, ibv_register_driver@IBVERBS_1.1");
+SV_EXPORT __attribute__((symver("ibv_register_driver@IBVERBS_1.1"))) void sv_compat_ibv_register_driver(const char*,
+                                                                                                  void*) {}

@@ -30,7 +30,7 @@ ibv_cq_ex* create_cq_ex_op(ibv_context* context, ibv_cq_init_attr_ex* a) {
 
 }  // namespace sv::abi
 
-SV_EXPORT ibv_cq* sv_ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+SV_EXPORT_1_1(ibv_create_cq) ibv_cq* sv_ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
                                    int comp_vector) {
   return abi::guarded<ibv_cq*>(nullptr, [&]() -> ibv_cq* {
     Cq* cq = create_cq(Context::from(context), cqe, cq_context, channel ? Channel::from(channel) : nullptr,
@@ -38,15 +38,12 @@ SV_EXPORT ibv_cq* sv_ibv_create_cq(ibv_context* context, int cqe, void* cq_conte
     return cq ? cq->ibv() : nullptr;
   });
 }
-SV_DEFAULT_1_1(ibv_create_cq)
 
-SV_EXPORT int sv_ibv_destroy_cq(ibv_cq* cq) { return destroy_cq(Cq::from(cq)); }
-SV_DEFAULT_1_1(ibv_destroy_cq)
+SV_EXPORT_1_1(ibv_destroy_cq) int sv_ibv_destroy_cq(ibv_cq* cq) { return destroy_cq(Cq::from(cq)); }
 
-SV_EXPORT int sv_ibv_resize_cq(ibv_cq* cq, int cqe) {
+SV_EXPORT_1_1(ibv_resize_cq) int sv_ibv_resize_cq(ibv_cq* cq, int cqe) {
   return abi::guarded<int>(ENOMEM, [&] { return resize_cq(Cq::from(cq), cqe); });
 }
-SV_DEFAULT_1_1(ibv_resize_cq)
 
 SV_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
   return abi::guarded<ibv_comp_channel*>(nullptr, [&]() -> ibv_comp_channel* {
@@ -63,13 +60,11 @@ SV_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
   return 0;
 }
 
-SV_EXPORT int sv_ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
+SV_EXPORT_1_1(ibv_get_cq_event) int sv_ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
   Cq* out = nullptr;
   int rc = get_cq_event(Channel::from(channel), &out, cq_context);
   if (rc == 0) *cq = out->ibv();
   return rc;
 }
-SV_DEFAULT_1_1(ibv_get_cq_event)
 
-SV_EXPORT void sv_ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) { ack_cq_events(Cq::from(cq), nevents); }
-SV_DEFAULT_1_1(ibv_ack_cq_events)
+SV_EXPORT_1_1(ibv_ack_cq_events) void sv_ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) { ack_cq_events(Cq::from(cq), nevents); }

@@ -44,27 +44,23 @@ ibv_device* the_device() {
 
 using namespace sv;
 
-SV_EXPORT ibv_device** sv_ibv_get_device_list(int* num_devices) {
+SV_EXPORT_1_1(ibv_get_device_list) ibv_device** sv_ibv_get_device_list(int* num_devices) {
   auto** list = static_cast<ibv_device**>(std::calloc(2, sizeof(ibv_device*)));
   if (!list) return abi::fail_ptr<ibv_device*>(ENOMEM);
   list[0] = abi::the_device();
   if (num_devices) *num_devices = 1;
   return list;
 }
-SV_DEFAULT_1_1(ibv_get_device_list)
 
-SV_EXPORT void sv_ibv_free_device_list(ibv_device** list) { std::free(list); }
-SV_DEFAULT_1_1(ibv_free_device_list)
+SV_EXPORT_1_1(ibv_free_device_list) void sv_ibv_free_device_list(ibv_device** list) { std::free(list); }
 
-SV_EXPORT const char* sv_ibv_get_device_name(ibv_device* device) { return device ? device->name : nullptr; }
-SV_DEFAULT_1_1(ibv_get_device_name)
+SV_EXPORT_1_1(ibv_get_device_name) const char* sv_ibv_get_device_name(ibv_device* device) { return device ? device->name : nullptr; }
 
-SV_EXPORT __be64 sv_ibv_get_device_guid(ibv_device* device) { return htobe64(shm::host_node_guid()); }
-SV_DEFAULT_1_1(ibv_get_device_guid)
+SV_EXPORT_1_1(ibv_get_device_guid) __be64 sv_ibv_get_device_guid(ibv_device* device) { return htobe64(shm::host_node_guid()); }
 
 SV_EXPORT int ibv_get_device_index(ibv_device* device) { return device == abi::the_device() ? 0 : -1; }
 
-SV_EXPORT ibv_context* sv_ibv_open_device(ibv_device* device) {
+SV_EXPORT_1_1(ibv_open_device) ibv_context* sv_ibv_open_device(ibv_device* device) {
   if (device != abi::the_device()) return abi::fail_ptr<ibv_context>(ENODEV);
   return abi::guarded<ibv_context*>(nullptr, [&]() -> ibv_context* {
     Context* ctx = Context::create(device);
@@ -74,15 +70,13 @@ SV_EXPORT ibv_context* sv_ibv_open_device(ibv_device* device) {
     return ctx->ibv();
   });
 }
-SV_DEFAULT_1_1(ibv_open_device)
 
-SV_EXPORT int sv_ibv_close_device(ibv_context* context) {
+SV_EXPORT_1_1(ibv_close_device) int sv_ibv_close_device(ibv_context* context) {
   Context* ctx = Context::from(context);
   delete ctx->local_transport;
   ctx->destroy();
   return 0;
 }
-SV_DEFAULT_1_1(ibv_close_device)
 
 // Importing a context from another process's cmd_fd is not supported yet.
 SV_EXPORT ibv_context* ibv_import_device(int cmd_fd) { return abi::fail_ptr<ibv_context>(EOPNOTSUPP); }

@@ -5,14 +5,12 @@
 
 using namespace sv;
 
-SV_EXPORT int sv_ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+SV_EXPORT_1_1(ibv_attach_mcast) int sv_ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
   if (!qp || !gid) return EINVAL;
   return attach_mcast(Qp::from(qp), *gid, lid);
 }
-SV_DEFAULT_1_1(ibv_attach_mcast)
 
-SV_EXPORT int sv_ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+SV_EXPORT_1_1(ibv_detach_mcast) int sv_ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
   if (!qp || !gid) return EINVAL;
   return detach_mcast(Qp::from(qp), *gid, lid);
 }
-SV_DEFAULT_1_1(ibv_detach_mcast)

@@ -8,7 +8,9 @@
 #include "verbs/abi.h"
 
 // Read by providers; meaningless without kernel devices.
-SV_EXPORT bool verbs_allow_disassociate_destroy = false;
+extern "C" {
+__attribute__((visibility("default"))) bool verbs_allow_disassociate_destroy = false;
+}
 
 SV_EXPORT void verbs_register_driver_34(const void* ops) {}
 

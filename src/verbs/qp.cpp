@@ -20,7 +20,7 @@ ibv_qp* create_qp_ex_op(ibv_context* context, ibv_qp_init_attr_ex* attr) {
 
 }  // namespace sv::abi
 
-SV_EXPORT ibv_qp* sv_ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
+SV_EXPORT_1_1(ibv_create_qp) ibv_qp* sv_ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   if (!pd || !attr) return abi::fail_ptr<ibv_qp>(EINVAL);
   ibv_qp_init_attr_ex ex{};
   std::memcpy(&ex, attr, sizeof *attr);
@@ -30,20 +30,16 @@ SV_EXPORT ibv_qp* sv_ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   if (qp) attr->cap = ex.cap;
   return qp;
 }
-SV_DEFAULT_1_1(ibv_create_qp)
 
-SV_EXPORT int sv_ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
+SV_EXPORT_1_1(ibv_modify_qp) int sv_ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
   return modify_qp(Qp::from(qp), attr, attr_mask);
 }
-SV_DEFAULT_1_1(ibv_modify_qp)
 
-SV_EXPORT int sv_ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr) {
+SV_EXPORT_1_1(ibv_query_qp) int sv_ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr) {
   return query_qp(Qp::from(qp), attr, attr_mask, init_attr);
 }
-SV_DEFAULT_1_1(ibv_query_qp)
 
-SV_EXPORT int sv_ibv_destroy_qp(ibv_qp* qp) { return destroy_qp(Qp::from(qp)); }
-SV_DEFAULT_1_1(ibv_destroy_qp)
+SV_EXPORT_1_1(ibv_destroy_qp) int sv_ibv_destroy_qp(ibv_qp* qp) { return destroy_qp(Qp::from(qp)); }
 
 // Like rdma-core: the extended QP is available when it was created with
 // IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.

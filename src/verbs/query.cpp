@@ -35,21 +35,19 @@ int query_device_ex_op(ibv_context* context, const ibv_query_device_ex_input* in
 
 }  // namespace sv::abi
 
-SV_EXPORT int sv_ibv_query_device(ibv_context* context, ibv_device_attr* attr) {
+SV_EXPORT_1_1(ibv_query_device) int sv_ibv_query_device(ibv_context* context, ibv_device_attr* attr) {
   fill_device_attr(attr);
   return 0;
 }
-SV_DEFAULT_1_1(ibv_query_device)
 
 // The old-ABI port query: its struct is a prefix of ibv_port_attr (no
 // port_cap_flags2).
-SV_EXPORT int sv_ibv_query_port(ibv_context* context, uint8_t port_num, _compat_ibv_port_attr* attr) {
+SV_EXPORT_1_1(ibv_query_port) int sv_ibv_query_port(ibv_context* context, uint8_t port_num, _compat_ibv_port_attr* attr) {
   return abi::query_port_op(context, port_num, reinterpret_cast<ibv_port_attr*>(attr),
                             offsetof(ibv_port_attr, port_cap_flags2));
 }
-SV_DEFAULT_1_1(ibv_query_port)
 
-SV_EXPORT int sv_ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gid) {
+SV_EXPORT_1_1(ibv_query_gid) int sv_ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gid) {
   if (port_num != 1 || index < 0 || index >= limits::kGidTableLen) {
     errno = EINVAL;
     return -1;
@@ -61,7 +59,6 @@ SV_EXPORT int sv_ibv_query_gid(ibv_context* context, uint8_t port_num, int index
     std::memset(gid, 0, sizeof *gid);  // an empty slot reads as the zero GID
   return 0;
 }
-SV_DEFAULT_1_1(ibv_query_gid)
 
 SV_EXPORT int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_index,
                                 ibv_gid_entry* entry, uint32_t flags, size_t entry_size) {
@@ -102,7 +99,7 @@ SV_EXPORT int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigne
   return 0;
 }
 
-SV_EXPORT int sv_ibv_query_pkey(ibv_context* context, uint8_t port_num, int index, __be16* pkey) {
+SV_EXPORT_1_1(ibv_query_pkey) int sv_ibv_query_pkey(ibv_context* context, uint8_t port_num, int index, __be16* pkey) {
   if (port_num != 1 || index < 0 || index >= static_cast<int>(limits::kMaxPkeys)) {
     errno = EINVAL;
     return -1;
@@ -110,7 +107,6 @@ SV_EXPORT int sv_ibv_query_pkey(ibv_context* context, uint8_t port_num, int inde
   *pkey = htobe16(limits::kDefaultPkey);
   return 0;
 }
-SV_DEFAULT_1_1(ibv_query_pkey)
 
 SV_EXPORT int ibv_get_pkey_index(ibv_context* context, uint8_t port_num, __be16 pkey) {
   if (port_num != 1 || be16toh(pkey) != limits::kDefaultPkey) {

@@ -27,18 +27,14 @@ ibv_srq* create_srq_ex_op(ibv_context* context, ibv_srq_init_attr_ex* a) {
 
 }  // namespace sv::abi
 
-SV_EXPORT ibv_srq* sv_ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
+SV_EXPORT_1_1(ibv_create_srq) ibv_srq* sv_ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
   return abi::guarded<ibv_srq*>(nullptr, [&]() -> ibv_srq* { return create_srq(Pd::from(pd), attr); });
 }
-SV_DEFAULT_1_1(ibv_create_srq)
 
-SV_EXPORT int sv_ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
+SV_EXPORT_1_1(ibv_modify_srq) int sv_ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
   return modify_srq(Srq::from(srq), attr, mask);
 }
-SV_DEFAULT_1_1(ibv_modify_srq)
 
-SV_EXPORT int sv_ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) { return query_srq(Srq::from(srq), attr); }
-SV_DEFAULT_1_1(ibv_query_srq)
+SV_EXPORT_1_1(ibv_query_srq) int sv_ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) { return query_srq(Srq::from(srq), attr); }
 
-SV_EXPORT int sv_ibv_destroy_srq(ibv_srq* srq) { return destroy_srq(Srq::from(srq)); }
-SV_DEFAULT_1_1(ibv_destroy_srq)
+SV_EXPORT_1_1(ibv_destroy_srq) int sv_ibv_destroy_srq(ibv_srq* srq) { return destroy_srq(Srq::from(srq)); }

@@ -37,10 +37,7 @@ ibv_wc_status send_one(ibv_qp* qp, ibv_cq* cq, const Buffer& buf, ibv_wr_opcode 
   wr.wr.rdma.rkey = rkey;
   wr.wr.atomic.remote_addr = remote;
   wr.wr.atomic.rkey = rkey;
-  ibv_send_wr* bad;
-  if (ibv_post_send(qp, &wr, &bad)) return IBV_WC_GENERAL_ERR;
-  auto wc = poll_n(cq, 1);
-  return wc.size() == 1 ? wc[0].status : IBV_WC_GENERAL_ERR;
+  return post_and_wait(qp, cq, wr);
 }
 
 void post_receive(ibv_qp* qp, const Buffer& buf) {
@@ -57,13 +54,8 @@ void post_receive(ibv_qp* qp, const Buffer& buf) {
 TEST(AsyncEvents, CommunicationEstablishedOnceForAQpInRtr) {
   Device dev;
   ibv_cq* cq = ibv_create_cq(dev.ctx, 16, nullptr, nullptr, 0);
-  ibv_qp_init_attr ia{};
-  ia.qp_type = IBV_QPT_RC;
-  ia.send_cq = ia.recv_cq = cq;
-  ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
-  ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-  ibv_qp* a = ibv_create_qp(dev.pd, &ia);
-  ibv_qp* b = ibv_create_qp(dev.pd, &ia);
+  ibv_qp* a = create_rc_qp(dev.pd, cq);
+  ibv_qp* b = create_rc_qp(dev.pd, cq);
   ASSERT_TRUE(a && b);
   ASSERT_EQ(connect_qp(a, b->qp_num), 0);
   ASSERT_EQ(to_init(b), 0);

@@ -31,12 +31,7 @@ ibv_send_wr atomic_wr(ibv_sge* local, ibv_wr_opcode op, uint64_t remote, uint32_
   return wr;
 }
 
-ibv_wc_status run(QpPair& p, ibv_send_wr wr) {
-  ibv_send_wr* bad;
-  if (ibv_post_send(p.a, &wr, &bad)) return IBV_WC_GENERAL_ERR;
-  auto wc = poll_n(p.cq_a, 1);
-  return wc.size() == 1 ? wc[0].status : IBV_WC_GENERAL_ERR;
-}
+ibv_wc_status run(QpPair& p, ibv_send_wr wr) { return post_and_wait(p.a, p.cq_a, wr); }
 
 constexpr int kAtomicAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
 
@@ -146,13 +141,8 @@ TEST(Atomics, ReadAndAtomicsNeedRdAtomicResources) {
     SCOPED_TRACE(requester_side ? "max_rd_atomic 0" : "max_dest_rd_atomic 0");
     Device dev;
     ibv_cq* cq = ibv_create_cq(dev.ctx, 16, nullptr, nullptr, 0);
-    ibv_qp_init_attr ia{};
-    ia.qp_type = IBV_QPT_RC;
-    ia.send_cq = ia.recv_cq = cq;
-    ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
-    ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-    ibv_qp* a = ibv_create_qp(dev.pd, &ia);
-    ibv_qp* b = ibv_create_qp(dev.pd, &ia);
+    ibv_qp* a = create_rc_qp(dev.pd, cq);
+    ibv_qp* b = create_rc_qp(dev.pd, cq);
     ASSERT_TRUE(a && b);
     ASSERT_EQ(to_init(a), 0);
     ASSERT_EQ(to_init(b), 0);

@@ -3,6 +3,8 @@
 // remaps the pages of registered memory - that the application's memory
 // keeps its content and behaviour before, during and after registration.
 #include <gtest/gtest.h>
+
+#include <thread>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -726,3 +728,31 @@ TEST(MrMemory, StackAndStaticBuffersWork) {
 }
 
 }  // namespace
+
+// A buffer on a thread's own stack (anonymous memory like any other) can be
+// registered and written remotely; registering it must not disturb the
+// thread that is running on that stack.
+TEST(MrOnThreadStack, RegisterAndRdmaWriteIntoIt) {
+  Device dev;
+  QpPair pair(dev, IBV_QPT_RC);
+  Buffer src(dev.pd, 64);
+  std::memset(src.bytes.data(), 0x5a, 64);
+  std::thread worker([&] {
+    alignas(64) uint8_t on_stack[64] = {};
+    ibv_mr* mr = ibv_reg_mr(dev.pd, on_stack, sizeof on_stack,
+                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    ASSERT_NE(mr, nullptr);
+    ibv_sge sge = src.sge(0, 64);
+    ibv_send_wr wr{};
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(on_stack);
+    wr.wr.rdma.rkey = mr->rkey;
+    EXPECT_EQ(post_and_wait(pair.a, pair.cq_a, wr), IBV_WC_SUCCESS);
+    for (uint8_t byte : on_stack) ASSERT_EQ(byte, 0x5a);
+    EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  });
+  worker.join();
+}

@@ -121,6 +121,51 @@ TEST(Multicast, EveryAttachedQpReceivesAndDestroyWaitsForDetach) {
   ibv_destroy_cq(cq);
 }
 
+// A sender attached to its own group hears itself (loopback is on), unless
+// it was created with IBV_QP_CREATE_BLOCK_SELF_MCAST_LB; others still hear it.
+TEST(Multicast, BlockSelfLoopbackCreateFlag) {
+  Device dev;
+  ibv_cq* cq = ibv_create_cq(dev.ctx, 64, nullptr, nullptr, 0);
+  for (bool block : {false, true}) {
+    ibv_qp_init_attr_ex ia{};
+    ia.qp_type = IBV_QPT_UD;
+    ia.send_cq = ia.recv_cq = cq;
+    ia.cap.max_send_wr = ia.cap.max_recv_wr = 16;
+    ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+    ia.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+    ia.pd = dev.pd;
+    ia.create_flags = block ? IBV_QP_CREATE_BLOCK_SELF_MCAST_LB : 0;
+    ibv_qp* sender = ibv_create_qp_ex(dev.ctx, &ia);
+    ASSERT_NE(sender, nullptr);
+    ASSERT_EQ(connect_qp(sender, 0, 0x1234), 0);
+    ibv_qp* other = make_ud_qp(dev, cq);
+    ASSERT_NE(other, nullptr);
+    Buffer buf(dev.pd, 8192);
+    const ibv_gid gid = group_gid("239.1.2.4");
+    ASSERT_EQ(ibv_attach_mcast(sender, &gid, 0), 0);
+    ASSERT_EQ(ibv_attach_mcast(other, &gid, 0), 0);
+    post_receive(sender, buf, 1024);
+    post_receive(other, buf, 2048);
+    ASSERT_EQ(send_to_group(dev, sender, gid, buf, "hello"), 0);
+    auto wcs = poll_n(cq, block ? 2 : 3);
+    int to_self = 0, to_other = 0;
+    for (const ibv_wc& wc : wcs) {
+      if (wc.opcode != IBV_WC_RECV) continue;
+      to_self += wc.qp_num == sender->qp_num;
+      to_other += wc.qp_num == other->qp_num;
+    }
+    EXPECT_EQ(to_other, 1);
+    EXPECT_EQ(to_self, block ? 0 : 1) << "block=" << block;
+    EXPECT_TRUE(poll_n(cq, 1, 100).empty());
+    ibv_detach_mcast(sender, &gid, 0);
+    ibv_detach_mcast(other, &gid, 0);
+    ibv_destroy_qp(sender);  // flushes the unused receive
+    ibv_destroy_qp(other);
+    poll_n(cq, 4, 100);
+  }
+  ibv_destroy_cq(cq);
+}
+
 TEST(Multicast, OnlyUdQpsAndMulticastGids) {
   Device dev;
   QpPair rc(dev, IBV_QPT_RC);

@@ -80,6 +80,23 @@ int connect_qp(ibv_qp* qp, uint32_t dest_qpn, uint32_t qkey) {
   return to_rts(qp);
 }
 
+ibv_wc_status post_and_wait(ibv_qp* qp, ibv_cq* cq, ibv_send_wr wr) {
+  wr.next = nullptr;
+  ibv_send_wr* bad;
+  if (ibv_post_send(qp, &wr, &bad)) return IBV_WC_GENERAL_ERR;
+  auto wc = poll_n(cq, 1);
+  return wc.size() == 1 ? wc[0].status : IBV_WC_GENERAL_ERR;
+}
+
+ibv_qp* create_rc_qp(ibv_pd* pd, ibv_cq* cq, uint32_t depth) {
+  ibv_qp_init_attr ia{};
+  ia.qp_type = IBV_QPT_RC;
+  ia.send_cq = ia.recv_cq = cq;
+  ia.cap.max_send_wr = ia.cap.max_recv_wr = depth;
+  ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+  return ibv_create_qp(pd, &ia);
+}
+
 std::vector<ibv_wc> poll_n(ibv_cq* cq, int n, int timeout_ms) {
   std::vector<ibv_wc> out;
   timespec start, now;

@@ -71,4 +71,11 @@ struct QpPair {
 
 ibv_ah* make_ah(ibv_pd* pd, int gid_index);
 
+// Posts one signaled WR on `qp` and waits for its completion on `cq`: its
+// status, or IBV_WC_GENERAL_ERR when the post failed or nothing came.
+ibv_wc_status post_and_wait(ibv_qp* qp, ibv_cq* cq, ibv_send_wr wr);
+
+// An RC QP in RESET, both queues on `cq`: `depth` WRs, one SGE each.
+ibv_qp* create_rc_qp(ibv_pd* pd, ibv_cq* cq, uint32_t depth = 8);
+
 }  // namespace svtest
