@@ -11,7 +11,8 @@ packages=(
   ibverbs-utils rdmacm-utils perftest   # Debian's clients, run unmodified in tests
   libgtest-dev libgmock-dev libbenchmark-dev
   iproute2 procps python3
-  ucx-utils libfabric-bin              # peers the benchmarks compare against
+  tshark                                # decodes our CM MADs independently (e2e_ibcm_tshark)
+  ucx-utils libfabric-bin gnuplot-nox  # peers the benchmarks compare against, plots
 )
 export DEBIAN_FRONTEND=noninteractive
 as_root apt-get update -qq

@@ -1,0 +1,331 @@
+// rdma_bind_addr, rdma_resolve_addr, rdma_resolve_route, and the address
+// and socket-name helpers of cm_address.hpp.
+#include "cm_address.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "c_boundary.hpp"
+#include "cm_device.hpp"
+#include "cm_protocol.hpp"
+#include "cm_state.hpp"
+
+namespace softverbs::rdmacm {
+namespace {
+
+std::string domain_name() {
+  const char* domain = std::getenv("SOFTVERBS_DOMAIN");
+  if (domain && *domain) return domain;
+  return "uid" + std::to_string(getuid());
+}
+
+const char* port_space_name(rdma_port_space ps) {
+  switch (ps) {
+    case RDMA_PS_TCP: return "tcp";
+    case RDMA_PS_UDP: return "udp";
+    case RDMA_PS_IPOIB: return "ipoib";
+    case RDMA_PS_IB: return "ib";
+  }
+  return "ps";
+}
+
+std::string address_text(const sockaddr* addr) {
+  char text[INET6_ADDRSTRLEN] = "";
+  sockaddr_storage norm = normalized(addr);
+  if (norm.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&norm)->sin_addr, text, sizeof text);
+    return text;
+  }
+  inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&norm)->sin6_addr, text, sizeof text);
+  return std::string("[") + text + "]";
+}
+
+std::string name_for(rdma_port_space ps, const std::string& address, uint16_t port) {
+  return "softverbs-" + domain_name() + "-cm-" + port_space_name(ps) + "-" + address + ":" +
+         std::to_string(port);
+}
+
+uint16_t ephemeral_port() {
+  static std::mt19937 rng{std::random_device{}()};
+  return static_cast<uint16_t>(32768 + rng() % (60999 - 32768 + 1));
+}
+
+int try_bind(int fd, const std::string& name) {
+  socklen_t len;
+  sockaddr_un un = unix_name(name, &len);
+  return bind(fd, reinterpret_cast<sockaddr*>(&un), len);
+}
+
+// Queues `type` for the id now, or after `timeout_ms` through a timer in
+// the id's channel (destinations the host cannot reach yet).
+int arm_timer(Id* id, int timeout_ms) {
+  id->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+  if (id->timer_fd < 0) return -1;
+  itimerspec spec{};
+  if (timeout_ms <= 0) timeout_ms = 1;
+  spec.it_value.tv_sec = timeout_ms / 1000;
+  spec.it_value.tv_nsec = (timeout_ms % 1000) * 1000000L;
+  timerfd_settime(id->timer_fd, 0, &spec, nullptr);
+  id->timer_watch = watch_add(channel_of(id->pub.channel), WatchKind::Timer, id->timer_fd, id);
+  return 0;
+}
+
+// The source address the kernel's routing picks for `dst` (a connected UDP
+// socket's local address), as rdma_resolve_addr does without a source.
+int route_source(const sockaddr* dst, sockaddr_storage* src) {
+  sockaddr_storage target = normalized(dst);
+  if (address_is_any(reinterpret_cast<sockaddr*>(&target))) {
+    // As the kernel, a wildcard destination means this host.
+    if (target.ss_family == AF_INET)
+      reinterpret_cast<sockaddr_in*>(&target)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    else
+      reinterpret_cast<sockaddr_in6*>(&target)->sin6_addr = in6addr_loopback;
+  }
+  if (address_port(reinterpret_cast<sockaddr*>(&target)) == 0)
+    set_address_port(reinterpret_cast<sockaddr*>(&target), 9);  // any port will do for a route
+  int fd = socket(target.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  socklen_t len = sizeof *src;
+  int rc = connect(fd, reinterpret_cast<sockaddr*>(&target),
+                   address_length(reinterpret_cast<sockaddr*>(&target)));
+  if (rc == 0) rc = getsockname(fd, reinterpret_cast<sockaddr*>(src), &len);
+  int err = errno;
+  close(fd);
+  errno = err;
+  if (rc != 0) return -1;
+  set_address_port(reinterpret_cast<sockaddr*>(src), 0);
+  return 0;
+}
+
+}  // namespace
+
+socklen_t address_length(const sockaddr* addr) {
+  return addr->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+}
+
+uint16_t address_port(const sockaddr* addr) {
+  if (addr->sa_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(addr)->sin_port);
+  if (addr->sa_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(addr)->sin6_port);
+  return 0;
+}
+
+void set_address_port(sockaddr* addr, uint16_t port) {
+  if (addr->sa_family == AF_INET) reinterpret_cast<sockaddr_in*>(addr)->sin_port = htons(port);
+  if (addr->sa_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(addr)->sin6_port = htons(port);
+}
+
+bool address_is_any(const sockaddr* addr) {
+  if (addr->sa_family == AF_INET)
+    return reinterpret_cast<const sockaddr_in*>(addr)->sin_addr.s_addr == htonl(INADDR_ANY);
+  if (addr->sa_family == AF_INET6)
+    return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr);
+  return false;
+}
+
+bool address_is_multicast(const sockaddr* addr) {
+  sockaddr_storage norm = normalized(addr);
+  if (norm.ss_family == AF_INET)
+    return IN_MULTICAST(ntohl(reinterpret_cast<sockaddr_in*>(&norm)->sin_addr.s_addr));
+  return IN6_IS_ADDR_MULTICAST(&reinterpret_cast<sockaddr_in6*>(&norm)->sin6_addr);
+}
+
+sockaddr_storage normalized(const sockaddr* addr) {
+  sockaddr_storage out{};
+  if (addr->sa_family == AF_INET6) {
+    auto* sin6 = reinterpret_cast<const sockaddr_in6*>(addr);
+    if (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr)) {
+      auto* sin = reinterpret_cast<sockaddr_in*>(&out);
+      sin->sin_family = AF_INET;
+      sin->sin_port = sin6->sin6_port;
+      std::memcpy(&sin->sin_addr, &sin6->sin6_addr.s6_addr[12], 4);
+      return out;
+    }
+  }
+  std::memcpy(&out, addr, address_length(addr));
+  return out;
+}
+
+std::string bound_name(const Id* id, const sockaddr* addr) {
+  std::string address = address_text(addr);
+  if (addr->sa_family == AF_INET6 && address_is_any(addr) && id->afonly != 1) address = "*";
+  return name_for(id->pub.ps, address, address_port(addr));
+}
+
+std::vector<std::string> listener_names(rdma_port_space ps, const sockaddr* dst) {
+  sockaddr_storage norm = normalized(dst);
+  const auto* target = reinterpret_cast<const sockaddr*>(&norm);
+  uint16_t port = address_port(target);
+  std::vector<std::string> names{name_for(ps, address_text(target), port)};
+  names.push_back(name_for(ps, target->sa_family == AF_INET ? "0.0.0.0" : "[::]", port));
+  names.push_back(name_for(ps, "*", port));
+  return names;
+}
+
+sockaddr_un unix_name(const std::string& name, socklen_t* len) {
+  sockaddr_un un{};
+  un.sun_family = AF_UNIX;
+  size_t n = std::min(name.size(), sizeof un.sun_path - 1);
+  std::memcpy(un.sun_path + 1, name.data(), n);  // leading NUL: abstract namespace
+  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  return un;
+}
+
+int bind_id(Id* id, const sockaddr* addr) {
+  if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) return fail(EAFNOSUPPORT);
+  Device* device = nullptr;
+  int gid_index = 0;
+  if (!address_is_any(addr) && !find_device(addr, &device, &gid_index)) return -1;
+
+  sockaddr_storage local{};
+  std::memcpy(&local, addr, address_length(addr));
+  auto* local_addr = reinterpret_cast<sockaddr*>(&local);
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  const bool pick_port = address_port(addr) == 0;
+  int rc = -1;
+  for (int attempt = 0; attempt < (pick_port ? 200 : 1); ++attempt) {
+    if (pick_port) set_address_port(local_addr, ephemeral_port());
+    rc = try_bind(fd, bound_name(id, local_addr));
+    if (rc == 0 || errno != EADDRINUSE) break;
+  }
+  if (rc != 0) {
+    // SO_REUSEADDR semantics: another id may hold the port; a listener
+    // claims the name again in rdma_listen.
+    if (!(id->reuseaddr && errno == EADDRINUSE)) {
+      int err = errno;
+      close(fd);
+      return fail(err);
+    }
+  } else {
+    id->sock = fd;
+    fd = -1;
+  }
+  if (fd >= 0) {
+    close(fd);
+    id->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  }
+
+  std::memcpy(&id->pub.route.addr.src_storage, &local, sizeof local);
+  if (device) {
+    id->device = device;
+    id->gid_index = gid_index;
+    id->pub.verbs = device->context;
+    id->pub.port_num = 1;
+    id->pub.pd = default_pd(device);
+    ibv_query_gid(device->context, 1, gid_index, &id->pub.route.addr.addr.ibaddr.sgid);
+    id->pub.route.addr.addr.ibaddr.pkey = 0xffff;
+    id->path_mtu = device->active_mtu;
+  }
+  id->state = IdState::AddrBound;
+  return 0;
+}
+
+// Called by the channel when the resolution timer of `id` fires: the
+// destination never answered (there is no network transport to reach a
+// host other than this one yet), as ARP failing to resolve.
+void on_timer(Id* id) {
+  watch_remove(id->timer_watch);
+  close(id->timer_fd);
+  id->timer_fd = -1;
+  if (id->state != IdState::AddrResolving) return;
+  id->state = IdState::AddrBound;
+  queue_event(id, RDMA_CM_EVENT_ADDR_ERROR, -ETIMEDOUT);
+}
+
+}  // namespace softverbs::rdmacm
+
+using namespace softverbs::rdmacm;
+
+extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_bind_addr(struct rdma_cm_id* cm_id,
+                                                      struct sockaddr* addr) {
+  if (!cm_id || !addr) return fail(EINVAL);
+  return guarded(-1, [&] {
+    CmLock lock(cm_mutex());
+    Id* id = id_of(cm_id);
+    if (id->state != IdState::Idle) return fail(EINVAL);
+    return bind_id(id, addr);
+  });
+}
+
+extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_resolve_addr(struct rdma_cm_id* cm_id,
+                                                         struct sockaddr* src_addr,
+                                                         struct sockaddr* dst_addr,
+                                                         int timeout_ms) {
+  if (!cm_id || !dst_addr) return fail(EINVAL);
+  return guarded(-1, [&] {
+    CmLock lock(cm_mutex());
+    Id* id = id_of(cm_id);
+    if (id->state != IdState::Idle && id->state != IdState::AddrBound) return fail(EINVAL);
+    if (dst_addr->sa_family != AF_INET && dst_addr->sa_family != AF_INET6)
+      return fail(EAFNOSUPPORT);
+    if (id->state == IdState::Idle) {
+      sockaddr_storage src{};
+      if (src_addr && src_addr->sa_family != AF_UNSPEC) {
+        std::memcpy(&src, src_addr, address_length(src_addr));
+      } else if (route_source(dst_addr, &src) != 0) {
+        // Multicast destinations without a route use this host's first
+        // address (mckey on a host with only loopback).
+        if (!address_is_multicast(dst_addr)) return -1;
+        src = {};
+        auto* sin = reinterpret_cast<sockaddr_in*>(&src);
+        sin->sin_family = AF_INET;
+        sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      }
+      if (bind_id(id, reinterpret_cast<sockaddr*>(&src)) != 0) return -1;
+    }
+    if (!id->device) {
+      // Bound to a wildcard: the route picks the device.
+      sockaddr_storage src{};
+      Device* device = nullptr;
+      int gid_index = 0;
+      if (route_source(dst_addr, &src) != 0) return -1;
+      if (!find_device(reinterpret_cast<sockaddr*>(&src), &device, &gid_index)) return -1;
+      id->device = device;
+      id->gid_index = gid_index;
+      id->pub.verbs = device->context;
+      id->pub.port_num = 1;
+      id->pub.pd = default_pd(device);
+      id->path_mtu = device->active_mtu;
+      ibv_query_gid(device->context, 1, gid_index, &id->pub.route.addr.addr.ibaddr.sgid);
+      id->pub.route.addr.addr.ibaddr.pkey = 0xffff;
+    }
+    std::memcpy(&id->pub.route.addr.dst_storage, dst_addr, address_length(dst_addr));
+    id->pub.route.addr.addr.ibaddr.dgid = address_to_gid(dst_addr);
+
+    Device* owner = nullptr;
+    int owner_index = 0;
+    const bool on_this_host = address_is_multicast(dst_addr) || address_is_any(dst_addr) ||
+                              find_device(dst_addr, &owner, &owner_index);
+    if (on_this_host) {
+      id->state = IdState::AddrResolved;
+      queue_event(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
+    } else {
+      id->state = IdState::AddrResolving;
+      if (arm_timer(id, timeout_ms) != 0) return -1;
+    }
+    lock.unlock();
+    return complete_sync(id);
+  });
+}
+
+extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_resolve_route(struct rdma_cm_id* cm_id, int timeout_ms) {
+  if (!cm_id) return fail(EINVAL);
+  return guarded(-1, [&] {
+    CmLock lock(cm_mutex());
+    Id* id = id_of(cm_id);
+    if (id->state != IdState::AddrResolved) return fail(EINVAL);
+    fill_route(id);
+    if (!id->pub.route.path_rec) return fail(ENOMEM);
+    id->state = IdState::RouteResolved;
+    queue_event(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
+    lock.unlock();
+    return complete_sync(id);
+  });
+}

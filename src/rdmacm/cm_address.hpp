@@ -1,0 +1,42 @@
+// Socket-address helpers and the names of the rendezvous sockets.
+//
+// A bound rdma_cm_id holds an abstract-namespace unix socket named
+//   @softverbs-<domain>-cm-<ps>-<address>:<port>
+// (address "0.0.0.0", "[::]", "*" for a dual-stack IPv6 wildcard, or the
+// bound address). Holding the name reserves the port for its port space;
+// listening on it makes the id reachable. Abstract names live in the
+// network namespace, as IP addresses do, and vanish with their process.
+#pragma once
+
+#include <rdma/rdma_cma.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace softverbs::rdmacm {
+
+struct Id;
+
+socklen_t address_length(const sockaddr* addr);
+uint16_t address_port(const sockaddr* addr);  // host order
+void set_address_port(sockaddr* addr, uint16_t port);
+bool address_is_any(const sockaddr* addr);
+bool address_is_multicast(const sockaddr* addr);
+// A copy with IPv4-mapped IPv6 addresses turned into IPv4.
+sockaddr_storage normalized(const sockaddr* addr);
+
+// The socket name an id bound to `addr` holds (wildcard spelled per AFONLY).
+std::string bound_name(const Id* id, const sockaddr* addr);
+// The names a connect to `dst` tries, most specific first.
+std::vector<std::string> listener_names(rdma_port_space ps, const sockaddr* dst);
+sockaddr_un unix_name(const std::string& name, socklen_t* len);
+
+// Binds the id to `addr` (port 0: an ephemeral port, written back into the
+// id's source address); sets up device, PD and GID when the address is not
+// a wildcard. 0, or -1 with errno.
+int bind_id(Id* id, const sockaddr* addr);
+
+}  // namespace softverbs::rdmacm

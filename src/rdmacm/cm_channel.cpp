@@ -1,0 +1,238 @@
+// Event channels: rdma_create_event_channel, rdma_destroy_event_channel,
+// rdma_get_cm_event, rdma_ack_cm_event, and the event queue and epoll set
+// behind them (see cm_state.hpp for the design).
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <memory>
+#include <unordered_map>
+
+#include "c_boundary.hpp"
+#include "cm_state.hpp"
+
+namespace softverbs::rdmacm {
+namespace {
+
+// Every watched fd has a key; epoll reports the key, and a key that is no
+// longer here (its id was destroyed after epoll_wait returned) is ignored.
+std::unordered_map<uint64_t, Watch>& watches() {
+  static auto* map = new std::unordered_map<uint64_t, Watch>;
+  return *map;
+}
+uint64_t next_key = 1;
+
+void set_ready(Channel* ch) {
+  const uint64_t one = 1;
+  if (ch->queue.size() == 1) (void)!write(ch->ready_fd, &one, sizeof one);
+}
+
+void clear_ready_if_empty(Channel* ch) {
+  uint64_t value;
+  if (ch->queue.empty()) (void)!read(ch->ready_fd, &value, sizeof value);
+}
+
+void dispatch(uint64_t key) {
+  auto it = watches().find(key);
+  if (it == watches().end()) return;
+  Watch& watch = it->second;
+  switch (watch.kind) {
+    case WatchKind::Ready: break;
+    case WatchKind::Listener: on_listener_readable(watch.id); break;
+    case WatchKind::Incoming: on_incoming_readable(key, watch); break;
+    case WatchKind::Connection: on_connection_readable(watch.id); break;
+    case WatchKind::Timer: on_timer(watch.id); break;
+  }
+}
+
+// Turns what is readable on the channel into events. `timeout_ms` as for
+// epoll_wait; called with the lock held, drops it while sleeping.
+void pump(Channel* ch, CmLock& lock, int timeout_ms) {
+  epoll_event ready[16];
+  if (timeout_ms != 0) lock.unlock();
+  int n = epoll_wait(ch->pub.fd, ready, 16, timeout_ms);
+  if (timeout_ms != 0) lock.lock();
+  for (int i = 0; i < n; ++i) dispatch(ready[i].data.u64);
+}
+
+bool is_nonblocking(int fd) {
+  int flags = fcntl(fd, F_GETFL);
+  return flags >= 0 && (flags & O_NONBLOCK);
+}
+
+}  // namespace
+
+std::recursive_mutex& cm_mutex() {
+  static auto* mutex = new std::recursive_mutex;
+  return *mutex;
+}
+
+std::condition_variable_any& cm_acked() {
+  static auto* cv = new std::condition_variable_any;
+  return *cv;
+}
+
+Channel* channel_create() {
+  auto ch = std::make_unique<Channel>();
+  ch->pub.fd = epoll_create1(EPOLL_CLOEXEC);
+  if (ch->pub.fd < 0) return nullptr;
+  ch->ready_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (ch->ready_fd < 0) {
+    int err = errno;
+    close(ch->pub.fd);
+    errno = err;
+    return nullptr;
+  }
+  CmLock lock(cm_mutex());
+  watch_add(ch.get(), WatchKind::Ready, ch->ready_fd, nullptr);
+  return ch.release();
+}
+
+void channel_destroy(Channel* ch) {
+  CmLock lock(cm_mutex());
+  for (auto it = watches().begin(); it != watches().end();) {
+    if (it->second.channel == ch) it = watches().erase(it);
+    else ++it;
+  }
+  for (Event* ev : ch->queue) delete ev;
+  close(ch->ready_fd);
+  close(ch->pub.fd);
+  delete ch;
+}
+
+uint64_t watch_add(Channel* ch, WatchKind kind, int fd, Id* id) {
+  uint64_t key = next_key++;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = key;
+  if (epoll_ctl(ch->pub.fd, EPOLL_CTL_ADD, fd, &ev) != 0) return 0;
+  watches().emplace(key, Watch{kind, fd, id, ch});
+  return key;
+}
+
+void watch_remove(uint64_t& key) {
+  if (!key) return;
+  auto it = watches().find(key);
+  if (it != watches().end()) {
+    epoll_ctl(it->second.channel->pub.fd, EPOLL_CTL_DEL, it->second.fd, nullptr);
+    watches().erase(it);
+  }
+  key = 0;
+}
+
+void watch_remove_and_close(uint64_t& key) {
+  auto it = watches().find(key);
+  int fd = it != watches().end() ? it->second.fd : -1;
+  watch_remove(key);
+  if (fd >= 0) close(fd);
+}
+
+void watch_move(Id* id, Channel* from, Channel* to) {
+  for (auto& [key, watch] : watches()) {
+    if (watch.channel != from) continue;
+    bool mine = watch.id == id && watch.kind != WatchKind::Ready;
+    if (!mine) continue;
+    epoll_ctl(from->pub.fd, EPOLL_CTL_DEL, watch.fd, nullptr);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = key;
+    epoll_ctl(to->pub.fd, EPOLL_CTL_ADD, watch.fd, &ev);
+    watch.channel = to;
+  }
+  for (auto it = from->queue.begin(); it != from->queue.end();) {
+    if ((*it)->counted == id) {
+      to->queue.push_back(*it);
+      set_ready(to);
+      it = from->queue.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  clear_ready_if_empty(from);
+}
+
+Event* queue_event(Id* id, rdma_cm_event_type type, int status) {
+  auto* ev = new Event;
+  ev->pub.id = &id->pub;
+  ev->pub.event = type;
+  ev->pub.status = status;
+  ev->counted = id;
+  ++id->events_reported;
+  Channel* ch = channel_of(id->pub.channel);
+  ch->queue.push_back(ev);
+  set_ready(ch);
+  return ev;
+}
+
+void drop_queued_events(Id* id) {
+  Channel* ch = channel_of(id->pub.channel);
+  if (!ch) return;
+  for (auto it = ch->queue.begin(); it != ch->queue.end();) {
+    if ((*it)->counted == id) {
+      delete *it;
+      ++id->events_acked;
+      it = ch->queue.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  clear_ready_if_empty(ch);
+}
+
+int next_event(Channel* ch, Event** out) {
+  CmLock lock(cm_mutex());
+  const bool nonblocking = is_nonblocking(ch->pub.fd);
+  for (;;) {
+    pump(ch, lock, 0);
+    if (!ch->queue.empty()) {
+      *out = ch->queue.front();
+      ch->queue.pop_front();
+      clear_ready_if_empty(ch);
+      return 0;
+    }
+    if (nonblocking) return fail(EAGAIN);
+    pump(ch, lock, -1);
+  }
+}
+
+}  // namespace softverbs::rdmacm
+
+using namespace softverbs::rdmacm;
+
+extern "C" SOFTVERBS_RDMACM_EXPORT struct rdma_event_channel* rdma_create_event_channel(void) {
+  return guarded<rdma_event_channel*>(nullptr, []() -> rdma_event_channel* {
+    Channel* ch = channel_create();
+    return ch ? &ch->pub : nullptr;
+  });
+}
+
+extern "C" SOFTVERBS_RDMACM_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel* channel) {
+  if (!channel) return;
+  const int saved_errno = errno;
+  channel_destroy(channel_of(channel));
+  errno = saved_errno;
+}
+
+extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_get_cm_event(struct rdma_event_channel* channel,
+                                                         struct rdma_cm_event** event) {
+  if (!channel || !event) return fail(EINVAL);
+  return guarded(-1, [&] {
+    Event* ev = nullptr;
+    if (next_event(channel_of(channel), &ev) != 0) return -1;
+    *event = &ev->pub;
+    return 0;
+  });
+}
+
+extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_ack_cm_event(struct rdma_cm_event* event) {
+  if (!event) return fail(EINVAL);
+  auto* ev = reinterpret_cast<Event*>(event);
+  CmLock lock(cm_mutex());
+  if (ev->counted) ++ev->counted->events_acked;
+  delete ev;
+  cm_acked().notify_all();
+  return 0;
+}

@@ -1,0 +1,40 @@
+// The verbs devices the connection manager binds ids to, opened once for
+// the life of the process (as rdma-core does: id->verbs must stay valid for
+// every id), and the mapping from IP addresses to a device and GID.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+
+namespace softverbs::rdmacm {
+
+struct Device {
+  ibv_context* context = nullptr;
+  ibv_pd* pd = nullptr;  // the default PD, allocated on first use
+  uint8_t max_initiator_depth = 0;
+  uint8_t max_responder_resources = 0;
+  ibv_mtu active_mtu = IBV_MTU_1024;
+  int gid_table_len = 0;
+};
+
+// The RoCE GID of an IP address: IPv4 as ::ffff:a.b.c.d, IPv6 as itself.
+ibv_gid address_to_gid(const sockaddr* addr);
+
+// The device and GID index that own `addr`. A loopback address (127/8, ::1)
+// that has no GID of its own uses the device's first GID, as the kernel
+// binds loopback to the first device. False (errno ENODEV) if none.
+bool find_device(const sockaddr* addr, Device** device, int* gid_index);
+
+// The default PD of `device` (one per device, as the man page says);
+// nullptr with errno on failure.
+ibv_pd* default_pd(Device* device);
+
+// Any device (the first), for ids bound to a wildcard address that need one.
+Device* first_device();
+
+// The device an ibv_context belongs to, or nullptr.
+Device* device_of(ibv_context* context);
+
+}  // namespace softverbs::rdmacm

@@ -1,0 +1,362 @@
+// The connection state machine's receive side: what an id does with each
+// rendezvous message (REQ, REP, RTU, REJ, DREQ, SIDR REQ/REP), with a
+// listener's new connections, and with a peer that vanishes. Runs under
+// the CM lock, in whichever thread pumps the channel.
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "cm_address.hpp"
+#include "cm_device.hpp"
+#include "cm_protocol.hpp"
+#include "cm_qp.hpp"
+#include "cm_state.hpp"
+
+namespace softverbs::rdmacm {
+namespace {
+
+void copy_private_data(Event* ev, const WireMessage& msg, uint8_t area) {
+  std::memcpy(ev->private_data, msg.private_data, std::min<unsigned>(msg.private_data_len, area));
+  ev->pub.param.conn.private_data = ev->private_data;
+  ev->pub.param.conn.private_data_len = area;  // the whole CM area, as the kernel
+}
+
+void fill_conn_param(Event* ev, const WireMessage& msg) {
+  auto& conn = ev->pub.param.conn;
+  conn.responder_resources = msg.responder_resources;
+  conn.initiator_depth = msg.initiator_depth;
+  conn.flow_control = msg.flow_control;
+  conn.retry_count = msg.retry_count;
+  conn.rnr_retry_count = msg.rnr_retry_count;
+  conn.srq = msg.srq;
+  conn.qp_num = msg.qp_num;
+}
+
+void learn_peer(Id* id, const WireMessage& msg) {
+  id->remote_qpn = msg.qp_num;
+  id->remote_psn = msg.psn;
+  id->remote_qkey = msg.qkey;
+  id->remote_gid = msg.sender_gid;
+  id->remote_ece = {msg.ece_vendor_id, msg.ece_options, 0};
+  if (msg.path_mtu) id->path_mtu = std::min<uint8_t>(id->path_mtu, msg.path_mtu);
+  id->connected_info = true;
+}
+
+ibv_ah_attr ah_to_peer(const Id* id) {
+  ibv_ah_attr ah{};
+  ah.is_global = 1;
+  ah.grh.dgid = id->remote_gid;
+  ah.grh.sgid_index = static_cast<uint8_t>(id->gid_index);
+  ah.grh.hop_limit = 64;
+  ah.grh.traffic_class = id->tos;
+  ah.port_num = id->pub.port_num ? id->pub.port_num : 1;
+  return ah;
+}
+
+// A new connection's first message: the child id and CONNECT_REQUEST.
+void on_request(Id* listener, int fd, const WireMessage& msg) {
+  const bool ud = msg.type == MessageType::SidrReq;
+  Channel* listen_channel = channel_of(listener->pub.channel);
+  Id* child = id_create(listen_channel, listener->pub.context, listener->pub.ps,
+                        listener->pub.qp_type, false);
+  if (!child) {
+    close(fd);
+    return;
+  }
+  child->sock = fd;
+  std::memcpy(&child->pub.route.addr.src_storage, &msg.receiver_addr, sizeof msg.receiver_addr);
+  std::memcpy(&child->pub.route.addr.dst_storage, &msg.sender_addr, sizeof msg.sender_addr);
+  Device* device = nullptr;
+  int gid_index = 0;
+  if (!find_device(&child->pub.route.addr.src_addr, &device, &gid_index)) {
+    device = listener->device ? listener->device : first_device();
+    gid_index = listener->device ? listener->gid_index : 0;
+  }
+  if (device) {
+    child->device = device;
+    child->gid_index = gid_index;
+    child->pub.verbs = device->context;
+    child->pub.port_num = 1;
+    child->pub.pd = default_pd(device);
+    child->path_mtu = device->active_mtu;
+    ibv_query_gid(device->context, 1, gid_index, &child->pub.route.addr.addr.ibaddr.sgid);
+  }
+  child->pub.route.addr.addr.ibaddr.dgid = msg.sender_gid;
+  child->pub.route.addr.addr.ibaddr.pkey = 0xffff;
+  child->tos = listener->tos;
+  child->ack_timeout = listener->ack_timeout;
+  learn_peer(child, msg);
+  // Until accept says otherwise, offer what the peer asked for.
+  child->responder_resources = msg.initiator_depth;
+  child->initiator_depth = msg.responder_resources;
+  child->retry_count = msg.retry_count;
+  child->rnr_retry_count = msg.rnr_retry_count;
+  child->psn = random_psn();
+  child->state = IdState::RequestReceived;
+  fill_route(child);
+
+  Event* ev = queue_event(child, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+  ev->pub.listen_id = &listener->pub;
+  if (ud) {
+    std::memcpy(ev->private_data, msg.private_data, std::min<unsigned>(msg.private_data_len, kSidrReqPrivateData));
+    ev->pub.param.ud.private_data = ev->private_data;
+    ev->pub.param.ud.private_data_len = kSidrReqPrivateData;
+    ev->pub.param.ud.qp_num = msg.qp_num;
+    ev->pub.param.ud.qkey = msg.qkey;
+    ev->pub.param.ud.ah_attr = ah_to_peer(child);
+  } else {
+    copy_private_data(ev, msg, kReqPrivateData);
+    fill_conn_param(ev, msg);
+    // The passive side sees the active side's offer from its own view.
+    ev->pub.param.conn.responder_resources = msg.initiator_depth;
+    ev->pub.param.conn.initiator_depth = msg.responder_resources;
+  }
+  // A synchronous listener's children are synchronous too, each on a
+  // channel of its own (rdma-core migrates them); the request event itself
+  // stays on the listener's channel for rdma_get_request.
+  if (listener->sync) {
+    if (Channel* own = channel_create()) {
+      child->pub.channel = &own->pub;
+      child->sync = true;
+    }
+  }
+  child->sock_watch = watch_add(channel_of(child->pub.channel), WatchKind::Connection, fd, child);
+}
+
+void on_reply(Id* id, const WireMessage& msg) {
+  learn_peer(id, msg);
+  id->responder_resources = msg.initiator_depth;
+  id->initiator_depth = msg.responder_resources;
+  id->rnr_retry_count = msg.rnr_retry_count;
+  if (!id->pub.qp) {
+    id->state = IdState::ResponseReceived;
+    Event* ev = queue_event(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
+    copy_private_data(ev, msg, kRepPrivateData);
+    fill_conn_param(ev, msg);
+    return;
+  }
+  if (move_qp_to_rtr(id) != 0 || move_qp_to_rts(id) != 0) {
+    const int err = errno;
+    WireMessage rej = message_from(id, MessageType::Rej);
+    rej.reason = kRejConsumerDefined;
+    send_message(id, rej);
+    id->state = IdState::Failed;
+    id->connect_error = true;
+    stop_watching(id);
+    queue_event(id, RDMA_CM_EVENT_CONNECT_ERROR, -err);
+    return;
+  }
+  send_message(id, message_from(id, MessageType::Rtu));
+  id->state = IdState::Established;
+  Event* ev = queue_event(id, RDMA_CM_EVENT_ESTABLISHED, 0);
+  copy_private_data(ev, msg, kRepPrivateData);
+  fill_conn_param(ev, msg);
+}
+
+void on_sidr_reply(Id* id, const WireMessage& msg) {
+  stop_watching(id);
+  if (msg.reason != 0) {
+    id->state = IdState::Failed;
+    queue_event(id, RDMA_CM_EVENT_UNREACHABLE, msg.reason);
+    return;
+  }
+  learn_peer(id, msg);
+  id->state = IdState::Established;
+  Event* ev = queue_event(id, RDMA_CM_EVENT_ESTABLISHED, 0);
+  std::memcpy(ev->private_data, msg.private_data, std::min<unsigned>(msg.private_data_len, kSidrRepPrivateData));
+  ev->pub.param.ud.private_data = ev->private_data;
+  ev->pub.param.ud.private_data_len = kSidrRepPrivateData;
+  ev->pub.param.ud.ah_attr = ah_to_peer(id);
+  ev->pub.param.ud.qp_num = msg.qp_num;
+  ev->pub.param.ud.qkey = msg.qkey;
+}
+
+void on_reject(Id* id, const WireMessage& msg) {
+  stop_watching(id);
+  id->state = IdState::Failed;
+  move_qp_to_error(id);  // as librdmacm does on REJECTED
+  Event* ev = queue_event(id, RDMA_CM_EVENT_REJECTED, msg.reason);
+  copy_private_data(ev, msg, kRejPrivateData);
+}
+
+void on_disconnect_request(Id* id) {
+  stop_watching(id);
+  id->state = IdState::Disconnected;
+  queue_event(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+}
+
+// The peer closed its end: it disconnected by destroying its id, or its
+// process died (the kernel closes a dead process's sockets).
+void on_peer_gone(Id* id) {
+  stop_watching(id);
+  switch (id->state) {
+    case IdState::Established:
+    case IdState::ResponseReceived:
+      id->state = IdState::Disconnected;
+      queue_event(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+      break;
+    case IdState::Accepted:
+      id->state = IdState::Failed;
+      queue_event(id, RDMA_CM_EVENT_CONNECT_ERROR, -ECONNRESET);
+      break;
+    case IdState::ConnectSent:
+      id->state = IdState::Failed;
+      queue_event(id, RDMA_CM_EVENT_UNREACHABLE, -ECONNRESET);
+      break;
+    case IdState::RequestReceived:
+      id->state = IdState::Failed;  // rdma_accept will report it
+      break;
+    default:
+      break;
+  }
+}
+
+void handle(Id* id, const WireMessage& msg) {
+  switch (msg.type) {
+    case MessageType::Rep:
+      if (id->state == IdState::ConnectSent) on_reply(id, msg);
+      break;
+    case MessageType::SidrRep:
+      if (id->state == IdState::ConnectSent) on_sidr_reply(id, msg);
+      break;
+    case MessageType::Rtu:
+      if (id->state == IdState::Accepted) {
+        id->state = IdState::Established;
+        Event* ev = queue_event(id, RDMA_CM_EVENT_ESTABLISHED, 0);
+        copy_private_data(ev, msg, 0);
+        ev->pub.param.conn.private_data = nullptr;
+      }
+      break;
+    case MessageType::Rej:
+      if (id->state == IdState::ConnectSent || id->state == IdState::Accepted) on_reject(id, msg);
+      break;
+    case MessageType::Dreq:
+      if (id->state == IdState::Established || id->state == IdState::Accepted ||
+          id->state == IdState::ResponseReceived)
+        on_disconnect_request(id);
+      break;
+    default:
+      break;
+  }
+}
+
+// Reads one message; 1 on a message, 0 when nothing is there, -1 at EOF.
+int receive(int fd, WireMessage* msg) {
+  ssize_t n = recv(fd, msg, sizeof *msg, MSG_DONTWAIT);
+  if (n < 0) return (errno == EAGAIN || errno == EINTR) ? 0 : -1;
+  if (n == 0) return -1;
+  if (static_cast<size_t>(n) != sizeof *msg || msg->magic != WireMessage::kMagic) return 0;
+  return 1;
+}
+
+}  // namespace
+
+uint32_t random_psn() {
+  static std::mt19937 rng{std::random_device{}()};
+  return rng() & 0xffffff;
+}
+
+WireMessage message_from(const Id* id, MessageType type) {
+  WireMessage msg;
+  msg.type = type;
+  msg.qp_type = static_cast<uint8_t>(id->pub.qp_type);
+  msg.sender_gid = id->pub.route.addr.addr.ibaddr.sgid;
+  msg.sender_addr = id->pub.route.addr.src_storage;
+  msg.receiver_addr = id->pub.route.addr.dst_storage;
+  msg.path_mtu = id->path_mtu;
+  msg.psn = id->psn;
+  msg.qkey = id->qkey;
+  msg.ece_vendor_id = id->local_ece.vendor_id;
+  msg.ece_options = id->local_ece.options;
+  return msg;
+}
+
+void set_private_data(WireMessage& msg, const void* data, uint8_t len) {
+  if (data && len) std::memcpy(msg.private_data, data, len);
+  msg.private_data_len = data ? len : 0;
+}
+
+int send_message(Id* id, const WireMessage& msg) {
+  if (id->sock < 0) {
+    errno = ENOTCONN;
+    return -1;
+  }
+  ssize_t n = send(id->sock, &msg, sizeof msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  return n == static_cast<ssize_t>(sizeof msg) ? 0 : -1;
+}
+
+void stop_watching(Id* id) { watch_remove(id->sock_watch); }
+
+void fill_route(Id* id) {
+  ibv_sa_path_rec* path = id->pub.route.path_rec;
+  if (!path) {
+    path = static_cast<ibv_sa_path_rec*>(std::calloc(1, sizeof *path));
+    if (!path) return;
+    id->pub.route.path_rec = path;
+  }
+  *path = {};
+  path->dgid = id->pub.route.addr.addr.ibaddr.dgid;
+  path->sgid = id->pub.route.addr.addr.ibaddr.sgid;
+  path->hop_limit = 64;
+  path->traffic_class = id->tos;
+  path->reversible = 1;
+  path->numb_path = 1;
+  path->pkey = 0xffff;
+  path->mtu_selector = 2;
+  path->mtu = static_cast<ibv_mtu>(id->path_mtu);
+  path->rate_selector = 2;
+  path->rate = IBV_RATE_100_GBPS;
+  path->packet_life_time_selector = 2;
+  path->packet_life_time = 16;
+  id->pub.route.num_paths = 1;
+}
+
+void on_listener_readable(Id* listener) {
+  for (;;) {
+    int fd = accept4(listener->sock, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    uint64_t key = watch_add(channel_of(listener->pub.channel), WatchKind::Incoming, fd, listener);
+    if (!key) {
+      close(fd);
+      continue;
+    }
+    listener->incoming.push_back(key);
+  }
+}
+
+void on_incoming_readable(uint64_t key, Watch& watch) {
+  WireMessage msg;
+  const int fd = watch.fd;
+  Id* listener = watch.id;
+  int got = receive(fd, &msg);
+  if (got == 0) return;
+  std::erase(listener->incoming, key);
+  uint64_t doomed = key;
+  watch_remove(doomed);  // `watch` is gone from here on
+  const bool request = got > 0 && (msg.type == MessageType::Req || msg.type == MessageType::SidrReq);
+  if (!request || listener->state != IdState::Listening) {
+    close(fd);
+    return;
+  }
+  on_request(listener, fd, msg);
+}
+
+void on_connection_readable(Id* id) {
+  WireMessage msg;
+  for (;;) {
+    if (!id->sock_watch) return;  // a handler stopped watching
+    int got = receive(id->sock, &msg);
+    if (got == 0) return;
+    if (got < 0) {
+      on_peer_gone(id);
+      return;
+    }
+    handle(id, msg);
+  }
+}
+
+}  // namespace softverbs::rdmacm

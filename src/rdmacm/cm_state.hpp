@@ -1,0 +1,169 @@
+// The connection manager's process-wide state: event channels, ids, their
+// events, and the fds each channel watches.
+//
+// Design (docs/ARCHITECTURE.md, "Connection manager"): the kernel's rdma_cm
+// makes progress in the kernel; we make it in the caller's thread. A
+// channel's public fd is an epoll fd that watches everything that can
+// produce an event for its ids (listening and connected rendezvous sockets,
+// resolution timers) plus an eventfd that is readable while queued events
+// wait. So poll()/select() on channel->fd works as with the kernel, and
+// rdma_get_cm_event turns whatever is readable into events.
+//
+// One recursive mutex guards all of it: connection management is not a
+// data path, and one lock keeps the state machine simple. Nobody sleeps
+// while holding it, except on the condition variable that waits for acks.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <sys/socket.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "cm_wire.hpp"
+
+namespace softverbs::rdmacm {
+
+struct Id;
+struct Device;
+
+// An event handed to the user; `pub` first so the user's pointer is ours.
+struct Event {
+  rdma_cm_event pub{};
+  Id* counted = nullptr;  // the id whose reported/acked counters this moves
+  uint8_t private_data[kMaxPrivateData]{};
+};
+
+struct Channel {
+  rdma_event_channel pub{};  // pub.fd: the epoll fd users poll
+  int ready_fd = -1;         // eventfd, readable while `queue` is not empty
+  std::deque<Event*> queue;
+};
+
+// What an fd in a channel's epoll set stands for.
+enum class WatchKind { Ready, Listener, Incoming, Connection, Timer };
+
+struct Watch {
+  WatchKind kind;
+  int fd;
+  Id* id;  // the listener for Incoming
+  Channel* channel;
+};
+
+enum class IdState {
+  Idle,
+  AddrBound,
+  AddrResolving,   // waiting for a timer (destination not on this host)
+  AddrResolved,
+  RouteResolved,
+  Listening,
+  ConnectSent,        // active: REQ sent, waiting for REP/REJ
+  ResponseReceived,   // active without QP: REP seen, waiting for rdma_establish
+  RequestReceived,    // passive: REQ seen, waiting for accept/reject
+  Accepted,           // passive: REP sent, waiting for RTU
+  Established,
+  Disconnected,
+  Failed,
+};
+
+struct Multicast {
+  sockaddr_storage addr{};
+  ibv_gid mgid{};
+  void* context = nullptr;
+  bool attached = false;
+};
+
+struct Id {
+  rdma_cm_id pub{};  // first: rdma_cm_id* converts to Id*
+  IdState state = IdState::Idle;
+  bool sync = false;         // created without a channel: calls block
+  Device* device = nullptr;  // bound device, or null (wildcard / unbound)
+  int gid_index = 0;
+
+  int sock = -1;             // port reservation, listener or connection
+  uint64_t sock_watch = 0;   // its key in the channel's epoll (0: none)
+  int timer_fd = -1;
+  uint64_t timer_watch = 0;
+  std::vector<uint64_t> incoming;  // listener: accepted sockets without REQ yet
+
+  unsigned events_reported = 0;
+  unsigned events_acked = 0;
+
+  // Connection parameters (ours and the peer's, from REQ/REP).
+  uint32_t psn = 0;
+  uint32_t remote_qpn = 0;
+  uint32_t remote_psn = 0;
+  uint32_t remote_qkey = 0;
+  ibv_gid remote_gid{};
+  uint8_t responder_resources = 0;
+  uint8_t initiator_depth = 0;
+  uint8_t retry_count = 7;
+  uint8_t rnr_retry_count = 7;
+  uint8_t path_mtu = IBV_MTU_1024;
+  bool connected_info = false;  // remote_* are valid
+  bool connect_error = false;
+  ibv_ece local_ece{};
+  ibv_ece remote_ece{};
+
+  // Options.
+  uint8_t tos = 0;
+  bool tos_set = false;
+  uint8_t ack_timeout = 18;
+  bool reuseaddr = false;
+  int afonly = -1;  // -1: not set (dual stack for IPv6 wildcards)
+  uint32_t qkey = RDMA_UDP_QKEY;
+
+  // rdma_create_ep helpers.
+  std::vector<uint8_t> connect_data;           // ai_connect, prepended to private data
+  ibv_qp_init_attr* listen_qp_attr = nullptr;  // QP to create in rdma_get_request
+
+  std::list<Multicast> multicasts;
+};
+
+inline Id* id_of(rdma_cm_id* id) { return reinterpret_cast<Id*>(id); }
+inline Channel* channel_of(rdma_event_channel* ch) { return reinterpret_cast<Channel*>(ch); }
+
+// The lock and the wake-up for rdma_destroy_id / rdma_migrate_id, which wait
+// until every event they reported has been acked.
+std::recursive_mutex& cm_mutex();
+std::condition_variable_any& cm_acked();
+using CmLock = std::unique_lock<std::recursive_mutex>;
+
+// --- channels (cm_channel.cpp) ---
+Channel* channel_create();  // nullptr with errno
+void channel_destroy(Channel* ch);
+// Queues an event for `id` on its channel (status, type; the caller fills
+// the rest of ev->pub before or after, under the lock).
+Event* queue_event(Id* id, rdma_cm_event_type type, int status);
+uint64_t watch_add(Channel* ch, WatchKind kind, int fd, Id* id);
+void watch_remove(uint64_t& key);
+// The same, and closes the fd (a socket nobody else owns).
+void watch_remove_and_close(uint64_t& key);
+// Moves an id's watches and queued events to another channel.
+void watch_move(Id* id, Channel* from, Channel* to);
+// Drops the queued (not yet retrieved) events of `id`.
+void drop_queued_events(Id* id);
+// Blocks (or not) until an event is available on `ch`; the lock is dropped
+// while sleeping. 0 and *out, or -1 with errno (EAGAIN when non-blocking).
+int next_event(Channel* ch, Event** out);
+
+// --- protocol (cm_protocol.cpp) ---
+void on_listener_readable(Id* listener);
+void on_incoming_readable(uint64_t key, Watch& watch);
+void on_connection_readable(Id* id);
+void on_timer(Id* id);
+int send_message(Id* id, const WireMessage& msg);
+
+// --- ids (cm_id.cpp) ---
+Id* id_create(Channel* ch, void* context, rdma_port_space ps, ibv_qp_type qp_type, bool sync);
+// For calls on a synchronous id: waits for the event the call produced,
+// as rdma-core's ucma_complete does (0, or -1 with errno from its status).
+int complete_sync(Id* id);
+
+}  // namespace softverbs::rdmacm

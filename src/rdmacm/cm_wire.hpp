@@ -1,0 +1,60 @@
+// The intra-host rendezvous: the messages two processes of one host
+// exchange over an abstract-namespace unix SOCK_SEQPACKET socket to
+// establish a connection. They carry what the IB CM's REQ/REP/RTU/REJ/DREQ
+// and SIDR REQ/REP carry (docs/ARCHITECTURE.md, "Connection manager"), so
+// the state machine is the one the network CM will drive with real MADs.
+//
+// The socket doubles as the liveness signal: when a peer process dies, the
+// kernel closes its end and the survivor reads EOF (RDMA_CM_EVENT_DISCONNECTED).
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+
+namespace softverbs::rdmacm {
+
+// User-visible private data limits of the IB CM over RoCE (the CM message's
+// private data minus the 36-byte rdma_cm header where the header applies).
+// As with the kernel, the receiver's event reports the whole area, zero-padded.
+inline constexpr unsigned kMaxPrivateData = 256;
+inline constexpr uint8_t kReqPrivateData = 56;       // 92 - 36
+inline constexpr uint8_t kRepPrivateData = 196;
+inline constexpr uint8_t kRejPrivateData = 148;
+inline constexpr uint8_t kSidrReqPrivateData = 180;  // 216 - 36
+inline constexpr uint8_t kSidrRepPrivateData = 136;
+
+// IB CM reject reasons that users see as RDMA_CM_EVENT_REJECTED status.
+inline constexpr int kRejInvalidServiceId = 8;  // nobody listens on the port
+inline constexpr int kRejConsumerDefined = 28;  // rdma_reject
+
+enum class MessageType : uint8_t { Req = 1, Rep, Rtu, Rej, Dreq, SidrReq, SidrRep };
+
+struct WireMessage {
+  uint32_t magic = kMagic;
+  MessageType type{};
+  uint8_t private_data_len = 0;
+  uint8_t qp_type = 0;
+  uint8_t responder_resources = 0;
+  uint8_t initiator_depth = 0;
+  uint8_t flow_control = 0;
+  uint8_t retry_count = 0;
+  uint8_t rnr_retry_count = 0;
+  uint8_t srq = 0;
+  uint8_t path_mtu = 0;
+  uint16_t reason = 0;  // REJ reason; SIDR REP status (0: accepted)
+  uint32_t qp_num = 0;
+  uint32_t psn = 0;
+  uint32_t qkey = 0;
+  uint32_t ece_vendor_id = 0;
+  uint32_t ece_options = 0;
+  ibv_gid sender_gid{};
+  sockaddr_storage sender_addr{};    // the sender's address and port
+  sockaddr_storage receiver_addr{};  // the address the sender aimed at
+  uint8_t private_data[kMaxPrivateData]{};
+
+  static constexpr uint32_t kMagic = 0x53564331;  // "SVC1"
+};
+
+}  // namespace softverbs::rdmacm

@@ -1,0 +1,46 @@
+# librdmacm end to end: Debian's rdmacm-utils and perftest -R, unmodified,
+# server and client in two processes over our librdmacm.so.1.
+# name | ready (run_cm_pair.sh) | server command | client command | client output must match
+set(CM_PAIR ${CMAKE_CURRENT_SOURCE_DIR}/run_cm_pair.sh)
+set(CM_CASES
+  "rping|listen:19801|rping -s -a 127.0.0.1 -p 19801 -C 10 -v|rping -c -a 127.0.0.1 -p 19801 -C 10 -v|rdma-ping-9:"
+  "rping_verify_4k|listen:19802|rping -s -a 127.0.0.1 -p 19802 -C 200 -V -S 4096|rping -c -a 127.0.0.1 -p 19802 -C 200 -V -S 4096|"
+  "rping_verify_64k|listen:19803|rping -s -a 127.0.0.1 -p 19803 -C 20 -V -S 65535|rping -c -a 127.0.0.1 -p 19803 -C 20 -V -S 65535|"
+  "rping_verify_small|listen:19804|rping -s -a 127.0.0.1 -p 19804 -C 100 -V -S 23|rping -c -a 127.0.0.1 -p 19804 -C 100 -V -S 23|"
+  "rping_self_qp|listen:19805|rping -s -a 127.0.0.1 -p 19805 -C 20 -V -q|rping -c -a 127.0.0.1 -p 19805 -C 20 -V -q|"
+  "ucmatose_4|listen:19806|ucmatose -p 19806 -c 4|ucmatose -s 127.0.0.1 -p 19806 -c 4|test complete"
+  "cmtime_50|listen:19807|cmtime -p 19807 -c 50|cmtime -s 127.0.0.1 -p 19807 -c 50|connect"
+  "rdma_server_client|listen:19808|rdma_server -p 19808|rdma_client -s 127.0.0.1 -p 19808|rdma_client: end 0"
+  "rdma_xserver_xclient|listen:19809|rdma_xserver -p 19809 -c r|rdma_xclient -s 127.0.0.1 -p 19809 -c r|rdma_xclient: end 0"
+  "mckey|output:receiving data transfers|mckey -m 224.0.0.81 -C 10|mckey -m 224.0.0.81 -s -C 10|data transfers complete"
+  "mckey_no_loopback|output:receiving data transfers|mckey -m 224.0.0.83 -C 10|mckey -m 224.0.0.83 -s -l -C 10|data transfers complete"
+  "mckey_two_members|output:receiving data transfers|mckey -m 224.0.0.84 -c 2 -C 10|mckey -m 224.0.0.84 -s -C 10|data transfers complete"
+  "mckey_send_only|output:receiving data transfers|mckey -m 224.0.0.82 -C 10|mckey -m 224.0.0.82 -s -o -C 10|data transfers complete"
+  "perftest_ib_send_lat_R|listen:19810|ib_send_lat -R -d softverbs0 -p 19810|ib_send_lat -R -d softverbs0 -p 19810 127.0.0.1|^ *2 +1000"
+  "perftest_ib_write_bw_R|listen:19811|ib_write_bw -R -d softverbs0 -p 19811|ib_write_bw -R -d softverbs0 -p 19811 127.0.0.1|^ *65536 +5000"
+  "perftest_ib_read_lat_R|listen:19812|ib_read_lat -R -d softverbs0 -p 19812|ib_read_lat -R -d softverbs0 -p 19812 127.0.0.1|^ *2 +1000")
+foreach(case ${CM_CASES})
+  string(REPLACE "|" ";" parts "${case}")
+  list(GET parts 0 name)
+  list(GET parts 1 ready)
+  list(GET parts 2 server)
+  list(GET parts 3 client)
+  list(GET parts 4 expect)
+  separate_arguments(server UNIX_COMMAND "${server}")
+  separate_arguments(client UNIX_COMMAND "${client}")
+  add_test(NAME e2e_cm_${name} COMMAND ${CM_PAIR} ${ready} ${server} -- ${client})
+  set_tests_properties(e2e_cm_${name} PROPERTIES
+    ENVIRONMENT "${E2E_ENV};EXPECT_CLIENT=${expect}" LABELS "e2e;rdmacm" TIMEOUT 90)
+  if(name MATCHES "^cmtime")
+    set_tests_properties(e2e_cm_${name} PROPERTIES ENVIRONMENT "${E2E_ENV};EXPECT_CLIENT=${expect};SERVER_RUNS_FOREVER=1")
+  endif()
+  if(name MATCHES "^(perftest|mckey)")
+    # perftest polls on both sides, mckey's receiver polls: a CPU each
+    set_tests_properties(e2e_cm_${name} PROPERTIES PROCESSORS 2)
+  endif()
+endforeach()
+
+# udaddy has no port option: it always uses 7174.
+add_test(NAME e2e_cm_udaddy COMMAND ${CM_PAIR} listen:7174 udaddy -- udaddy -s 127.0.0.1)
+set_tests_properties(e2e_cm_udaddy PROPERTIES ENVIRONMENT "${E2E_ENV};EXPECT_CLIENT=test complete"
+  LABELS "e2e;rdmacm" TIMEOUT 90 RESOURCE_LOCK cm_port_7174)

@@ -1,0 +1,69 @@
+# rsockets end to end: Debian's rdmacm-utils rsockets tools (rstream,
+# riostream, udpong), unmodified, and an ordinary TCP program under
+# Debian's librspreload.so, server and client in two processes over our
+# librdmacm.so.1. Ports 19700-19799.
+set(RSOCKET_PAIR ${CMAKE_CURRENT_SOURCE_DIR}/run_rsocket_pair.sh)
+
+# name | ready | server command | client command | client output must match
+set(RSOCKET_CASES
+  "rstream_default|listen:19700|rstream -p 19700|rstream -s 127.0.0.1 -p 19700|^1m_bw "
+  "rstream_verify|listen:19701|rstream -p 19701 -T v|rstream -s 127.0.0.1 -p 19701 -T v|^1m_bw "
+  "rstream_nonblocking|listen:19702|rstream -p 19702 -T n|rstream -s 127.0.0.1 -p 19702 -T n|^1m_bw "
+  "rstream_async|listen:19703|rstream -p 19703 -T a|rstream -s 127.0.0.1 -p 19703 -T a|^1m_bw "
+  "rstream_blocking|listen:19704|rstream -p 19704 -T b|rstream -s 127.0.0.1 -p 19704 -T b|^1m_bw "
+  "rstream_async_verify|listen:19705|rstream -p 19705 -T a -T v|rstream -s 127.0.0.1 -p 19705 -T a -T v|^1m_bw "
+  "rstream_resolve|listen:19706|rstream -p 19706 -T r|rstream -s 127.0.0.1 -p 19706 -T r|^1m_bw "
+  "rstream_all_sizes|listen:19707|rstream -p 19707 -S all|rstream -s 127.0.0.1 -p 19707 -S all|^6m_bw "
+  "rstream_keepalive_buffers|listen:19708|rstream -p 19708 -k 5 -B 65536 -S 100000 -C 500 -T v|rstream -s 127.0.0.1 -p 19708 -k 5 -B 65536 -S 100000 -C 500 -T v|^custom "
+  "riostream|listen:19710|riostream -p 19710|riostream -s 127.0.0.1 -p 19710|^1m_bw "
+  "riostream_verify|listen:19711|riostream -p 19711 -T v|riostream -s 127.0.0.1 -p 19711 -T v|^1m_bw "
+  "riostream_blocking|listen:19712|riostream -p 19712 -T b|riostream -s 127.0.0.1 -p 19712 -T b|^1m_bw "
+  "riostream_async|listen:19713|riostream -p 19713 -T a|riostream -s 127.0.0.1 -p 19713 -T a|^1m_bw ")
+foreach(case ${RSOCKET_CASES})
+  string(REPLACE "|" ";" parts "${case}")
+  list(GET parts 0 name)
+  list(GET parts 1 ready)
+  list(GET parts 2 server)
+  list(GET parts 3 client)
+  list(GET parts 4 expect)
+  separate_arguments(server UNIX_COMMAND "${server}")
+  separate_arguments(client UNIX_COMMAND "${client}")
+  add_test(NAME e2e_${name} COMMAND ${RSOCKET_PAIR} ${ready} ${server} -- ${client})
+  # Both sides poll (rstream's default is non-blocking): a CPU each.
+  set_tests_properties(e2e_${name} PROPERTIES
+    ENVIRONMENT "${E2E_ENV};EXPECT_CLIENT=${expect};LIMIT=110" LABELS "e2e;rdmacm" TIMEOUT 120 PROCESSORS 2)
+endforeach()
+
+# udpong's server answers forever: the runner stops it once the client is
+# done. It binds the first address of getaddrinfo(NULL), which may be ::1,
+# so it is given 127.0.0.1 (-b), the address the client aims at.
+# The default run (all sizes, latency and bandwidth) polls; the asynchronous
+# and blocking modes sleep between datagrams, and udpong resends whatever is
+# not answered within 1 ms, so under the sanitizer jobs' slow wake-ups their
+# latency runs would snowball: they run one custom bandwidth test instead.
+# name | port | options | client output must match
+foreach(case "udpong|19720||^1.5k_bw " "udpong_async|19721|-T a -S 1024 -C 20000|^custom "
+             "udpong_blocking|19722|-T b -S 1024 -C 20000|^custom ")
+  string(REPLACE "|" ";" parts "${case}")
+  list(GET parts 0 name)
+  list(GET parts 1 port)
+  list(GET parts 2 opts)
+  list(GET parts 3 expect)
+  separate_arguments(opts UNIX_COMMAND "${opts}")
+  add_test(NAME e2e_${name} COMMAND ${RSOCKET_PAIR} udp:${port}
+    udpong -b 127.0.0.1 -p ${port} ${opts} -- udpong -s 127.0.0.1 -p ${port} ${opts})
+  set_tests_properties(e2e_${name} PROPERTIES
+    ENVIRONMENT "${E2E_ENV};EXPECT_CLIENT=${expect};SERVER_RUNS_FOREVER=1;LIMIT=110"
+    LABELS "e2e;rdmacm" TIMEOUT 120 PROCESSORS 2)
+endforeach()
+
+# An ordinary TCP echo program (tests/e2e/tcp_echo.c), unmodified, over
+# rsockets through Debian's librspreload.so.
+add_executable(tcp_echo ${CMAKE_CURRENT_SOURCE_DIR}/tcp_echo.c)
+set(RSPRELOAD ${CMAKE_CURRENT_SOURCE_DIR}/with_rspreload.sh)
+add_test(NAME e2e_rspreload_tcp_echo COMMAND ${RSOCKET_PAIR} listen:19730
+  ${RSPRELOAD} $<TARGET_FILE:tcp_echo> server 19730 --
+  ${RSPRELOAD} $<TARGET_FILE:tcp_echo> client 127.0.0.1 19730 300)
+set_tests_properties(e2e_rspreload_tcp_echo PROPERTIES
+  ENVIRONMENT "${E2E_ENV};EXPECT_CLIENT=300 messages, [0-9]+ bytes echoed and verified;EXPECT_SERVER=echoed [0-9]+ bytes"
+  LABELS "e2e;rdmacm" TIMEOUT 90)

@@ -1,0 +1,30 @@
+# Sourced by the e2e runners: runs a Debian tool as server and as client
+# (two processes) over softverbs and keeps both outputs.
+#   run_server_client TIMEOUT PORT CMD [ARGS...]
+# The server runs CMD ARGS..., the client CMD ARGS... 127.0.0.1 once the
+# server listens on PORT. Prints both outputs; returns non-zero unless both
+# exit 0. The outputs stay in "$out/server" and "$out/client" until exit.
+out=$(mktemp -d)
+server=
+trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$out"' EXIT
+
+run_server_client() {
+  local limit=$1 port=$2
+  shift 2
+  timeout "$limit" "$@" >"$out/server" 2>&1 &
+  server=$!
+  # Let the server listen before the client connects.
+  for _ in $(seq 100); do
+    ss -ltn 2>/dev/null | grep -q ":$port " && break
+    sleep 0.1
+  done
+  timeout $((limit - 10)) "$@" 127.0.0.1 >"$out/client" 2>&1
+  local client_rc=$?
+  if [ $client_rc -ne 0 ]; then kill $server 2>/dev/null; fi  # a lone server would wait forever
+  wait $server
+  local server_rc=$?
+  server=
+  echo "--- server ($*): exit $server_rc"; cat "$out/server"
+  echo "--- client: exit $client_rc"; cat "$out/client"
+  [ $server_rc -eq 0 ] && [ $client_rc -eq 0 ]
+}
