@@ -36,6 +36,12 @@ constexpr uint32_t kGrh = 40;
 constexpr size_t kMaxUdpPayload = 65507;
 constexpr int kCqBatch = 16;
 constexpr unsigned kAckBatch = 64;
+// Datagrams from peers we know arrive over UD, and a look at the UDP socket
+// costs a system call: one that polls looks there at most this often, so a
+// receiver that keeps finding UD datagrams is not slowed down by it (and
+// does not fall behind a sender and drop datagrams). A sleeper always
+// watches the socket.
+constexpr uint64_t kUdpLookNs = 20'000;
 
 struct DgramHeader {
   uint32_t tag;
@@ -126,6 +132,15 @@ struct DgramState {
   sockaddr_storage peer{};
   socklen_t peer_len = 0;
   std::vector<uint8_t> udp_buf;
+  uint64_t udp_looked_ns = 0;  // when take_udp / udp_readable last ran
+
+  // Whether it is time to look at the UDP socket again (and, if so, notes that we do).
+  bool time_to_look_at_udp() {
+    const uint64_t now = now_ns();
+    if (now - udp_looked_ns < kUdpLookNs) return false;
+    udp_looked_ns = now;
+    return true;
+  }
 
   uint32_t recv_slot_size() const { return kGrh + mtu; }
   uint8_t* recv_slot(uint32_t i) const { return rbuf + size_t(i) * recv_slot_size(); }
@@ -543,9 +558,11 @@ ssize_t dgram_recv(RSocket& rs, const iovec* iov, int iovcnt, int flags, sockadd
     poll_dgram_cq(d);
     ssize_t n = take_ud(d, iov, iovcnt, peek, src, src_len);
     if (n >= 0) return n;
-    n = take_udp(rs, d, iov, iovcnt, peek, src, src_len);
-    if (n >= 0) return n;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+    if (d.time_to_look_at_udp()) {
+      n = take_udp(rs, d, iov, iovcnt, peek, src, src_len);
+      if (n >= 0) return n;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+    }
     if (nonblock) return fail_as<ssize_t>(EAGAIN);
     if (now_ns() - start < spin_ns) continue;  // poll for polling_time first, as rdma-core
     if (!d.cq_armed && ibv_req_notify_cq(d.cq, 0) == 0) d.cq_armed = true;
@@ -556,6 +573,7 @@ ssize_t dgram_recv(RSocket& rs, const iovec* iov, int iovcnt, int flags, sockadd
     poll(p, 2, 1000);
     lock.lock();
     consume_events(d);
+    d.udp_looked_ns = 0;  // look at once: the socket may be what woke us
   }
 }
 
@@ -565,7 +583,8 @@ short dgram_revents(RSocket& rs, short events) {
   DgramState& d = *rs.dgram;
   poll_dgram_cq(d);
   short r = POLLOUT;  // UDP can always take the datagram
-  if (!d.ready.empty() || ((events & POLLIN) && udp_readable(rs.fd))) r |= POLLIN;
+  if (!d.ready.empty() || ((events & POLLIN) && d.time_to_look_at_udp() && udp_readable(rs.fd)))
+    r |= POLLIN;
   return r & events;
 }
 
@@ -585,6 +604,7 @@ int dgram_sleep_fds(const RSocket& rs, pollfd* out) {
 void dgram_woken(RSocket& rs) {
   std::lock_guard<std::mutex> guard(rs.mutex);
   consume_events(*rs.dgram);
+  rs.dgram->udp_looked_ns = 0;  // the UDP socket may be what woke the caller
 }
 
 void dgram_close(RSocket& rs) {
