@@ -7,6 +7,7 @@
 // memory, see overlay.h). The file is sparse: untouched pages cost nothing.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 
@@ -52,7 +53,8 @@ class Arena {
   void give_srq_index(uint32_t i) { locked_give(srq_ids_, i); }
   void give_doorbell_index(uint32_t i) { locked_give(doorbell_ids_, i); }
   void give_context_index(uint32_t i) { locked_give(context_ids_, i); }
-  uint32_t mr_rotation() { return ++mr_rotation_; }
+  // Threads may register memory at the same time: a counter they share.
+  uint32_t mr_rotation() { return mr_rotation_.fetch_add(1, std::memory_order_relaxed) + 1; }
 
   // Region for registered-memory overlays (page granular), owned by overlay.h.
   ExtentAllocator& overlay_space() { return overlay_space_; }
@@ -83,7 +85,7 @@ class Arena {
   IndexPool srq_ids_{1, kMaxSrqs};
   IndexPool doorbell_ids_{0, kMaxDoorbells};
   IndexPool context_ids_{0, kMaxContexts};
-  uint32_t mr_rotation_ = 0;
+  std::atomic<uint32_t> mr_rotation_{0};
   std::mutex overlay_mu_;
   ExtentAllocator overlay_space_;
 };
