@@ -2,6 +2,7 @@
 
 #include <cerrno>
 
+#include "core/bounce_path.h"
 #include "core/limits.h"
 #include "util/knobs.h"
 #include "util/log.h"
@@ -59,7 +60,7 @@ void publish(shm::MrEntry& e, uint32_t key, const Mr& mr, uint64_t vaddr, uint32
 void place_and_publish(Mr& mr, shm::Host& host, uint32_t key) {
   uint64_t addr = reinterpret_cast<uint64_t>(mr.addr);
   shm::MrEntry& e = host.arena().mr_table()[mr.index];
-  if (knobs().mem_path != MemPath::kCma) {
+  if (knobs().mem_path != MemPath::kCma && knobs().mem_path != MemPath::kBounce) {
     if (auto pin = host.overlays().pin(addr, mr.length)) {
       mr.pinned = true;
       mr.pin_page = pin->page;
@@ -67,7 +68,11 @@ void place_and_publish(Mr& mr, shm::Host& host, uint32_t key) {
       return;
     }
   }
+  // Peers reach it with process_vm_readv/writev, or through our bounce
+  // service where those calls are denied to them: both must be ready before
+  // the key is published.
   host.allow_cross_memory_attach();
+  start_bounce_service(host);
   publish(e, key, mr, addr, shm::kMrCma, 0, 0);
 }
 
@@ -83,7 +88,7 @@ bool read_mr(const shm::MrEntry* table, uint32_t key, MrView* out) {
   if (idx == 0 || idx >= shm::kMaxMrs) return false;
   const shm::MrEntry& e = table[idx];
   if (e.key.load(std::memory_order_acquire) != key) return false;
-  *out = MrView{e.pd, e.access, e.path, e.iova, e.length, e.vaddr, e.overlay_off, e.overlay_page};
+  *out = MrView{key, e.pd, e.access, e.path, e.iova, e.length, e.vaddr, e.overlay_off, e.overlay_page};
   std::atomic_thread_fence(std::memory_order_acquire);
   // Re-check: the owner may have deregistered (and reused) the entry while
   // we copied it.

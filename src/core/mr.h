@@ -33,7 +33,7 @@ int dereg_mr(Mr* mr);
 // A consistent copy of a published MR entry. No member initializers: it
 // lives on the stack of every message and read_mr() sets every field.
 struct MrView {
-  uint32_t pd, access, path;
+  uint32_t key, pd, access, path;
   uint64_t iova, length, vaddr, overlay_off, overlay_page;
 
   bool covers(uint64_t addr, uint64_t len) const {

@@ -2,9 +2,13 @@
 
 #include <sys/uio.h>
 
+#include <atomic>
+#include <cerrno>
 #include <cstring>
 
+#include "core/bounce_path.h"
 #include "shm/robust_mutex.h"
+#include "util/knobs.h"
 #include "util/log.h"
 
 namespace sv {
@@ -38,6 +42,26 @@ inline void copy_bytes(void* dst, const void* src, size_t len) {
   std::memcpy(dst, src, len);
 }
 
+// Peers (registry slot -> incarnation | kDenied) whose memory we may not
+// reach with process_vm_readv/writev: a seccomp profile or the ptrace policy
+// refused it once, so their bounce service is used from then on.
+constexpr uint64_t kDenied = 1ull << 32;
+std::atomic<uint64_t> g_cma_denied[shm::kMaxProcs];
+
+bool cma_denied(const shm::Peer& owner) {
+  return knobs().mem_path == MemPath::kBounce ||
+         g_cma_denied[owner.slot].load(std::memory_order_relaxed) == (kDenied | owner.incarnation);
+}
+
+// After a failed process_vm_* call: true (and remembered) if it was refused
+// rather than failed (EPERM: ptrace policy or seccomp; ENOSYS: seccomp).
+bool note_if_denied(const shm::Peer& owner, const char* call) {
+  if (errno != EPERM && errno != ENOSYS && errno != EACCES) return false;
+  SV_INFO("%s on pid %d is denied (%s): its bounce service copies instead", call, owner.pid, strerror(errno));
+  g_cma_denied[owner.slot].store(kDenied | owner.incarnation, std::memory_order_relaxed);
+  return true;
+}
+
 }  // namespace
 
 bool write_to_mr(const shm::Peer& owner, const MrView& mr, uint64_t addr, const void* src, size_t len) {
@@ -52,14 +76,17 @@ bool write_to_mr(const shm::Peer& owner, const MrView& mr, uint64_t addr, const 
     copy_bytes(p, src, len);
     return true;
   }
-  iovec local{const_cast<void*>(src), len};
-  iovec remote{reinterpret_cast<void*>(mr.owner_vaddr(addr)), len};
-  ssize_t n = process_vm_writev(owner.pid, &local, 1, &remote, 1, 0);
-  if (n != static_cast<ssize_t>(len)) {
-    SV_INFO("process_vm_writev to pid %d failed: %s", owner.pid, strerror(errno));
-    return false;
+  if (!cma_denied(owner)) {
+    iovec local{const_cast<void*>(src), len};
+    iovec remote{reinterpret_cast<void*>(mr.owner_vaddr(addr)), len};
+    ssize_t n = process_vm_writev(owner.pid, &local, 1, &remote, 1, 0);
+    if (n == static_cast<ssize_t>(len)) return true;
+    if (n >= 0 || !note_if_denied(owner, "process_vm_writev")) {
+      SV_INFO("process_vm_writev to pid %d failed: %s", owner.pid, n < 0 ? strerror(errno) : "partial");
+      return false;
+    }
   }
-  return true;
+  return bounce_copy(owner, shm::kBounceWrite, mr.key, addr, const_cast<void*>(src), len);
 }
 
 bool read_from_mr(const shm::Peer& owner, const MrView& mr, uint64_t addr, void* dst, size_t len) {
@@ -74,14 +101,17 @@ bool read_from_mr(const shm::Peer& owner, const MrView& mr, uint64_t addr, void*
     copy_bytes(dst, p, len);
     return true;
   }
-  iovec local{dst, len};
-  iovec remote{reinterpret_cast<void*>(mr.owner_vaddr(addr)), len};
-  ssize_t n = process_vm_readv(owner.pid, &local, 1, &remote, 1, 0);
-  if (n != static_cast<ssize_t>(len)) {
-    SV_INFO("process_vm_readv from pid %d failed: %s", owner.pid, strerror(errno));
-    return false;
+  if (!cma_denied(owner)) {
+    iovec local{dst, len};
+    iovec remote{reinterpret_cast<void*>(mr.owner_vaddr(addr)), len};
+    ssize_t n = process_vm_readv(owner.pid, &local, 1, &remote, 1, 0);
+    if (n == static_cast<ssize_t>(len)) return true;
+    if (n >= 0 || !note_if_denied(owner, "process_vm_readv")) {
+      SV_INFO("process_vm_readv from pid %d failed: %s", owner.pid, n < 0 ? strerror(errno) : "partial");
+      return false;
+    }
   }
-  return true;
+  return bounce_copy(owner, shm::kBounceRead, mr.key, addr, dst, len);
 }
 
 namespace {

@@ -71,6 +71,7 @@ Arena::Arena(int fd, uint64_t ino, uint8_t* base, uint64_t size)
   h->srq_table = place(sizeof(SrqSlotEntry) * kMaxSrqs);
   h->doorbells = place(sizeof(DoorbellEntry) * kMaxDoorbells);
   h->contexts = place(sizeof(ContextShared) * kMaxContexts);
+  h->bounce = place(sizeof(BounceShared));
   h->heap_begin = kHeapBegin;
   h->heap_end = heap_end_for(size);
   h->overlay_begin = h->heap_end;

@@ -37,6 +37,7 @@ class Arena {
   SrqSlotEntry* srq_table() const { return at<SrqSlotEntry>(header()->srq_table); }
   DoorbellEntry* doorbells() const { return at<DoorbellEntry>(header()->doorbells); }
   ContextShared* contexts() const { return at<ContextShared>(header()->contexts); }
+  BounceShared* bounce() const { return at<BounceShared>(header()->bounce); }
 
   // Zeroed, 64-byte aligned block in the heap region; 0 when exhausted.
   uint64_t alloc(uint64_t bytes);

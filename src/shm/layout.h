@@ -27,7 +27,7 @@ namespace sv::shm {
 
 inline constexpr uint64_t kRegistryMagic = 0x31676572'76667673ull;  // "svfvreg1"
 inline constexpr uint64_t kArenaMagic = 0x31616e72'76667673ull;     // "svfvrna1"
-inline constexpr uint32_t kLayoutVersion = 4;
+inline constexpr uint32_t kLayoutVersion = 5;
 
 inline constexpr uint32_t kMaxProcs = 256;  // slot 0 unused: QPNs 0/1 stay reserved
 inline constexpr uint32_t kMaxQps = 1u << 16;
@@ -127,7 +127,8 @@ struct SrqSlotEntry {
 
 enum MrPath : uint32_t {
   kMrOverlay = 1,  // pages backed by the arena memfd: peers load/store directly
-  kMrCma = 2,      // peers use process_vm_readv/writev on the owner's pid
+  kMrCma = 2,      // peers use process_vm_readv/writev on the owner's pid, or the owner's
+                   // bounce service (below) where those calls are denied
   kMrLocalOnly = 3,  // only the owner can reach it (e.g. a peer-unreachable range)
 };
 
@@ -188,6 +189,41 @@ struct ArenaHeader {
   uint64_t contexts;     // ContextShared[kMaxContexts]
   uint64_t heap_begin, heap_end;        // queues and object blocks
   uint64_t overlay_begin, overlay_end;  // pages overlaid on registered memory
+  uint64_t bounce;                      // BounceShared
+};
+
+// ------------------------------------------------------------ bounce service
+//
+// How a peer reaches registered memory that is neither overlaid nor open to
+// process_vm_readv/writev (a seccomp profile or ptrace policy denies them,
+// or SOFTVERBS_MEM_PATH=bounce): it copies the bytes through a staging
+// buffer in its own arena and asks the owner's bounce thread to copy them
+// in or out (core/bounce_path.h). A request is one slot: the requester takes
+// a free slot (holder), fills it, posts it (state) and rings the service's
+// doorbell; the service copies, marks it done and wakes the requester (a
+// futex on state).
+
+inline constexpr uint32_t kBounceSlots = 64;
+inline constexpr uint64_t kBounceChunk = 1u << 20;  // bytes per request at most
+
+enum BounceOp : uint32_t { kBounceRead = 1, kBounceWrite = 2 };
+enum BounceState : uint32_t { kBounceIdle = 0, kBouncePosted = 1, kBounceDone = 2, kBounceFailed = 3 };
+
+struct alignas(64) BounceSlot {
+  std::atomic<uint32_t> holder;  // lock_owner_id of the requester (shared_lock.h); 0 = free
+  std::atomic<uint32_t> state;   // BounceState; the requester sleeps on it
+  uint32_t op;                   // BounceOp, on the owner's memory
+  uint32_t key;                  // the MR key the requester checked; the service checks it again
+  uint64_t addr;                 // iova inside that MR
+  uint64_t len;                  // <= kBounceChunk
+  uint64_t staging_off;          // in the requester's arena
+};
+static_assert(sizeof(BounceSlot) == 64);
+
+struct BounceShared {
+  std::atomic<uint32_t> doorbell;  // the service's doorbell index + 1; 0 = no service yet
+  std::atomic<uint32_t> doorbell_gen;
+  BounceSlot slots[kBounceSlots];
 };
 
 // ------------------------------------------------------------ CQ

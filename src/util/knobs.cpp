@@ -30,6 +30,7 @@ Knobs parse() {
   if (const char* v = env("SOFTVERBS_MEM_PATH")) {
     if (!std::strcmp(v, "map")) k.mem_path = MemPath::kMap;
     if (!std::strcmp(v, "cma")) k.mem_path = MemPath::kCma;
+    if (!std::strcmp(v, "bounce")) k.mem_path = MemPath::kBounce;
   }
   if (const char* v = env("SOFTVERBS_DEVICE_NAME")) k.device_name = v;
   return k;

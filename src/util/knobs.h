@@ -12,6 +12,7 @@ enum class MemPath {
   kAuto,  // overlay (shared mapping) where possible, else cross-memory attach
   kMap,   // only the overlay path; registrations that cannot be overlaid use CMA
   kCma,   // never overlay: always process_vm_readv/writev
+  kBounce,  // never overlay, never process_vm_*: the owner's bounce service copies
 };
 
 struct Knobs {
@@ -19,7 +20,7 @@ struct Knobs {
   std::string domain;                // SOFTVERBS_DOMAIN: registry name (default uid<uid>)
   unsigned domain_mode = 0600;       // SOFTVERBS_DOMAIN_MODE: octal file mode of the registry
   uint64_t arena_bytes = 64ull << 30;  // SOFTVERBS_ARENA_GB: virtual size of each process arena
-  MemPath mem_path = MemPath::kAuto;   // SOFTVERBS_MEM_PATH: auto|map|cma
+  MemPath mem_path = MemPath::kAuto;   // SOFTVERBS_MEM_PATH: auto|map|cma|bounce
   std::string device_name = "softverbs0";  // SOFTVERBS_DEVICE_NAME
 };
 
