@@ -74,8 +74,10 @@ def run_pair(server_cmd, client_cmd, env, port, timeout=120):
             server.wait()
 
 
-def perftest(build, tool, size, iters, extra=()):
+def perftest(build, tool, size, iters, extra=(), mem_path=None):
     env = {"LD_LIBRARY_PATH": os.path.join(build, "lib")}
+    if mem_path:
+        env["SOFTVERBS_MEM_PATH"] = mem_path
     args = [tool, "-d", "softverbs0", "-p", str(PORT), "-s", str(size), "-n", str(iters), *extra]
     out = run_pair(args, args + ["127.0.0.1"], env, PORT)
     row = None
@@ -130,6 +132,19 @@ def cases(quick):
         c.append(("bw", "send", size, None, ("fi", size, max(100, iters // 10))))
     c.append(("rate", "send", 8, ("perftest", "ib_send_bw", 8, rate_iters), ("ucx", "tag_bw", 8, rate_iters)))
     return c
+
+
+# The memory paths besides the default overlay (docs/ARCHITECTURE.md,
+# "Registered memory"), forced for every registration: how much slower a peer
+# is where memory cannot be shared (process_vm_readv/writev) and where even
+# that is denied (the owner's bounce thread).
+MEM_PATHS = ("cma", "bounce")
+
+
+def path_cases(quick):
+    return [("lat", "write", 8, "ib_write_lat", 10000 if quick else 50000),
+            ("bw", "write", 1048576, "ib_write_bw", 2000),
+            ("bw", "send", 1048576, "ib_send_bw", 2000)]
 
 
 def measure(build, spec):
@@ -187,6 +202,16 @@ def main():
                     continue
                 samples.setdefault(key, []).append(value)
                 by_round.setdefault(key, {})[r] = value
+                print(f"round {r + 1}: {side:14} {group:4} {op:6} {size:8} {value:10.3f}", flush=True)
+        for group, op, size, tool, iters in path_cases(args.quick):
+            for path in MEM_PATHS:
+                side = f"softverbs {path}"
+                try:
+                    value = perftest(args.build, tool, size, iters, mem_path=path)[metric_of(group)]
+                except Exception as e:
+                    print(f"round {r + 1}: {side} {op} {size}: FAILED: {e}", file=sys.stderr)
+                    continue
+                samples.setdefault((side, group, op, size, tool), []).append(value)
                 print(f"round {r + 1}: {side:14} {group:4} {op:6} {size:8} {value:10.3f}", flush=True)
     result = {"|".join(map(str, k)): {"median": statistics.median(v), "rounds": v} for k, v in samples.items()}
     with open(os.path.join(args.out, "results.json"), "w") as f:
@@ -269,6 +294,16 @@ def write_report(args, plan, samples, by_round):
             ratio = lambda a, b: f"{a / b:.2f}" if a is not None and b else "-"
             lines.append(f"| {ours[1]} ({peer[1]}) | {size} | {cell(o)} | {cell(u)} | {ratio(o, u)} | {cell(fi)} | "
                          f"{ratio(o, fi)} |")
+    lines.append("\n### Memory paths (softverbs alone)\n")
+    lines.append("Every figure above uses the overlay. Forced for every registration "
+                 "(`SOFTVERBS_MEM_PATH`), the other two paths, same rounds:\n")
+    lines.append("| operation | size | overlay (default) | cma: process_vm_readv/writev | bounce: owner's thread copies |")
+    lines.append("|---|---|---|---|---|")
+    for group, op, size, tool, _ in path_cases(args.quick):
+        vals = [med(samples, ("softverbs", group, op, size, tool))] + \
+               [med(samples, (f"softverbs {p}", group, op, size, tool)) for p in MEM_PATHS]
+        cells = " | ".join(f"{v:.3f} {unit[group]}" if v is not None else "-" for v in vals)
+        lines.append(f"| {tool} | {size} | {cells} |")
     lines.append("\n![latency](latency.png) ![bandwidth](bandwidth.png) ![message rate](msgrate.png)")
     lines.append(f"\nCommand: `bench/run.py --rounds {args.rounds}{' --quick' if args.quick else ''}`")
     report = "\n".join(lines) + "\n"
@@ -282,6 +317,8 @@ def plot(out, samples):
     """latency.png, bandwidth.png and msgrate.png with gnuplot."""
     series = {}
     for (side, group, op, size, test), v in samples.items():
+        if side.startswith("softverbs "):  # the forced memory paths: a table of their own
+            continue
         series.setdefault((group, f"{side} {op} ({test})"), []).append((size, statistics.median(v)))
     def data_block(group):
         blocks, titles = [], []
