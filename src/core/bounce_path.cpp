@@ -1,6 +1,5 @@
 #include "core/bounce_path.h"
 
-#include <fcntl.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
@@ -24,6 +23,7 @@
 #include "shm/shared_lock.h"
 #include "util/bits.h"
 #include "util/log.h"
+#include "util/self_mem.h"
 
 namespace sv {
 namespace {
@@ -43,24 +43,9 @@ bool allowed(const MrView& v, uint32_t op) {
   return false;
 }
 
-// Copies through /proc/self/mem: memory the application unmapped after
-// registering it fails the request instead of faulting this thread.
-bool copy_own_memory(int mem_fd, uint32_t op, uint8_t* staging, uint64_t vaddr, uint64_t len) {
-  while (len) {
-    ssize_t n = op == shm::kBounceWrite ? pwrite(mem_fd, staging, len, static_cast<off_t>(vaddr))
-                                        : pread(mem_fd, staging, len, static_cast<off_t>(vaddr));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    staging += n;
-    vaddr += static_cast<uint64_t>(n);
-    len -= static_cast<uint64_t>(n);
-  }
-  return true;
-}
-
 class Service {
  public:
-  Service(shm::Host& host, shm::Doorbell bell, int mem_fd) : host_(host), bell_(bell), mem_fd_(mem_fd) {}
+  Service(shm::Host& host, shm::Doorbell bell) : host_(host), bell_(bell) {}
 
   void run() {
     pthread_setname_np(pthread_self(), "softverbs-bounce");
@@ -95,8 +80,13 @@ class Service {
               len <= shm::kBounceChunk && requester->contains(staging_off, len);
     MrView v;
     ok = ok && shm::key_slot(key) == host_.slot() && read_mr(host_.arena().mr_table(), key, &v) &&
-         v.path == shm::kMrCma && allowed(v, op) && v.covers(addr, len);
-    ok = ok && copy_own_memory(mem_fd_, op, requester->base + staging_off, v.owner_vaddr(addr), len);
+         (v.path == shm::kMrCma || v.path == shm::kMrOdp) && allowed(v, op) && v.covers(addr, len);
+    // Through /proc/self/mem: memory the application unmapped after
+    // registering it (or an on-demand MR never mapped) fails the request
+    // instead of faulting this thread.
+    uint8_t* staging = ok ? requester->base + staging_off : nullptr;
+    ok = ok && (op == shm::kBounceWrite ? self_mem_write(v.owner_vaddr(addr), staging, len)
+                                        : self_mem_read(staging, v.owner_vaddr(addr), len));
     if (!ok) SV_INFO("bounce service: request for key %#x [%#lx, +%lu) refused", key, addr, len);
     s.state.store(ok ? shm::kBounceDone : shm::kBounceFailed, std::memory_order_release);
     futex(&s.state, FUTEX_WAKE, INT_MAX, nullptr);
@@ -104,7 +94,6 @@ class Service {
 
   shm::Host& host_;
   shm::Doorbell bell_;
-  int mem_fd_;
 };
 
 std::mutex g_start_mu;
@@ -180,13 +169,7 @@ void start_bounce_service(shm::Host& host) {
             strerror(errno));
     return;
   }
-  int mem_fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
-  if (mem_fd < 0) {
-    SV_WARN("bounce service: /proc/self/mem: %s", strerror(errno));
-    bell.close(host.arena());
-    return;
-  }
-  auto* service = new Service(host, bell, mem_fd);  // lives as long as the process
+  auto* service = new Service(host, bell);  // lives as long as the process
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);  // signals stay with the application's threads

@@ -67,6 +67,15 @@ void fill_device_attr_ex(ibv_device_attr_ex* a) {
   a->completion_timestamp_mask = ~0ull;
   a->hca_core_clock = limits::kCoreClockKhz;
   a->phys_port_cnt_ex = 1;
+  // On-demand paging: nothing is ever pinned here, so any MR can follow the
+  // application's mappings, the implicit one (the whole address space) too.
+  a->odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+  const uint32_t two_sided = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+  a->odp_caps.per_transport_caps.rc_odp_caps =
+      two_sided | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC;
+  a->odp_caps.per_transport_caps.uc_odp_caps = two_sided | IBV_ODP_SUPPORT_WRITE;
+  a->odp_caps.per_transport_caps.ud_odp_caps = two_sided;
+  a->max_dm_size = limits::kMaxDmSize;
 }
 
 void fill_port_attr(ibv_port_attr* p, int gid_count) {

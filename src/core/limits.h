@@ -25,6 +25,7 @@ inline constexpr uint32_t kMaxQpInitRdAtom = 16;
 inline constexpr uint32_t kMaxInline = 1024;
 inline constexpr uint32_t kInlineGranule = 64;
 inline constexpr uint64_t kMaxMrSize = 1ull << 47;
+inline constexpr uint64_t kMaxDmSize = 1ull << 20;  // device memory per process (ibv_alloc_dm)
 inline constexpr uint32_t kMaxMsgSize = 1u << 31;
 inline constexpr uint32_t kMtuBytes = 4096;            // port MTU (IBV_MTU_4096)
 inline constexpr int kNumCompVectors = 1;

@@ -1,15 +1,25 @@
 #include "core/mr.h"
 
+#include <sys/mman.h>
+
 #include <cerrno>
+#include <cstdint>
 
 #include "core/bounce_path.h"
+#include "core/dm.h"
 #include "core/limits.h"
+#include "util/bits.h"
 #include "util/knobs.h"
 #include "util/log.h"
 #include "util/proc_maps.h"
 
 namespace sv {
 namespace {
+
+constexpr uint64_t kPageSize = 4096;
+// madvise(2) advice of Linux 5.14 (not yet in every libc's headers).
+constexpr int kMadvPopulateRead = 22;
+constexpr int kMadvPopulateWrite = 23;
 
 constexpr unsigned kKnownAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                                   IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
@@ -22,9 +32,15 @@ int check_access(unsigned access) {
   if (required & ~kKnownAccess) return EINVAL;
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
     return EINVAL;
-  if (access & IBV_ACCESS_ON_DEMAND) return EOPNOTSUPP;
-  if (access & IBV_ACCESS_ZERO_BASED) return EOPNOTSUPP;
+  if (access & IBV_ACCESS_ZERO_BASED) return EOPNOTSUPP;  // only device memory MRs are zero-based
   return 0;
+}
+
+bool on_demand(unsigned access) { return access & IBV_ACCESS_ON_DEMAND; }
+
+// The implicit on-demand MR: every address of the process.
+bool implicit_odp(const void* addr, size_t length, unsigned access) {
+  return on_demand(access) && addr == nullptr && length == SIZE_MAX;
 }
 
 // The kernel pins the pages of an MR; it fails with EFAULT when they are not
@@ -60,6 +76,13 @@ void publish(shm::MrEntry& e, uint32_t key, const Mr& mr, uint64_t vaddr, uint32
 void place_and_publish(Mr& mr, shm::Host& host, uint32_t key) {
   uint64_t addr = reinterpret_cast<uint64_t>(mr.addr);
   shm::MrEntry& e = host.arena().mr_table()[mr.index];
+  if (on_demand(mr.access)) {
+    // Pages come and go with the application's mappings: never overlaid.
+    host.allow_cross_memory_attach();
+    start_bounce_service(host);
+    publish(e, key, mr, addr, shm::kMrOdp, 0, 0);
+    return;
+  }
   if (knobs().mem_path != MemPath::kCma && knobs().mem_path != MemPath::kBounce) {
     if (auto pin = host.overlays().pin(addr, mr.length)) {
       mr.pinned = true;
@@ -100,16 +123,21 @@ Mr* reg_mr(Pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
     errno = err;
     return nullptr;
   }
-  if (length == 0 || length > limits::kMaxMrSize) {
+  const bool implicit = implicit_odp(addr, length, access);
+  if (length == 0 || (length > limits::kMaxMrSize && !implicit)) {
     errno = EINVAL;
     return nullptr;
   }
   uint64_t a = reinterpret_cast<uint64_t>(addr);
-  if (a + length < a || iova + length < iova) {
+  if (!implicit && (a + length < a || iova + length < iova)) {
     errno = EINVAL;
     return nullptr;
   }
-  if (int err = check_memory(a, length, access)) {
+  if (implicit && iova != 0) {  // the implicit MR's addresses are the process's own
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (int err = on_demand(access) ? 0 : check_memory(a, length, access)) {
     SV_INFO("reg_mr: [%p, +%zu) is not mapped %s", addr, length, err == EFAULT ? "with the access asked" : "");
     errno = err;
     return nullptr;
@@ -154,11 +182,12 @@ int rereg_mr(Mr* mr, int flags, Pd* pd, void* addr, size_t length, unsigned acce
     errno = err;
     return IBV_REREG_MR_ERR_INPUT;
   }
-  if (new_len == 0 || new_len > limits::kMaxMrSize) {
+  if (new_len == 0 || new_len > limits::kMaxMrSize || mr->dm ||
+      implicit_odp(mr->addr, mr->length, mr->access)) {  // device memory and implicit ODP MRs stay as they are
     errno = EINVAL;
     return IBV_REREG_MR_ERR_INPUT;
   }
-  if (int err = check_memory(reinterpret_cast<uint64_t>(new_addr), new_len, new_access)) {
+  if (int err = on_demand(new_access) ? 0 : check_memory(reinterpret_cast<uint64_t>(new_addr), new_len, new_access)) {
     errno = err;
     return IBV_REREG_MR_ERR_CMD;
   }
@@ -190,9 +219,75 @@ int dereg_mr(Mr* mr) {
   shm::Host& host = *mr->pd_obj->ctx->host;
   host.arena().mr_table()[mr->index].key.store(0, std::memory_order_release);
   unpin(*mr, host);
+  if (mr->dm) mr->dm->mrs.fetch_sub(1);
   host.arena().give_mr_index(mr->index);
   mr->pd_obj->users.fetch_sub(1);
   delete mr;
+  return 0;
+}
+
+Mr* reg_dm_mr(Pd* pd, Dm* dm, uint64_t dm_offset, size_t length, unsigned access) {
+  // Device memory MRs are zero-based: work requests address them from 0.
+  const unsigned plain = access & ~static_cast<unsigned>(IBV_ACCESS_ZERO_BASED);
+  if (!(access & IBV_ACCESS_ZERO_BASED) || on_demand(access) || check_access(plain) || dm->ctx != pd->ctx ||
+      length == 0 || dm_offset > dm->length || length > dm->length - dm_offset) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  shm::Host& host = *pd->ctx->host;
+  int64_t idx = host.arena().take_mr_index();
+  if (idx < 0) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  auto* mr = new Mr();
+  mr->context = pd->context;
+  mr->pd = pd;
+  mr->pd_obj = pd;
+  mr->addr = nullptr;
+  mr->length = length;
+  mr->index = static_cast<uint32_t>(idx);
+  mr->access = access;
+  mr->iova = 0;
+  mr->dm = dm;
+  uint32_t key = shm::make_key(host.slot(), mr->index, host.arena().mr_rotation());
+  mr->lkey = mr->rkey = key;
+  mr->handle = mr->index;
+  // The memory is an arena block: peers reach it as they reach an overlay.
+  uint8_t* at = dm->base + dm_offset;
+  publish(host.arena().mr_table()[mr->index], key, *mr, reinterpret_cast<uint64_t>(at), shm::kMrOverlay,
+          static_cast<uint64_t>(at - host.arena().base()), reinterpret_cast<uint64_t>(at));
+  dm->mrs.fetch_add(1);
+  pd->users.fetch_add(1);
+  return mr;
+}
+
+int advise_mr(Pd* pd, ibv_advise_mr_advice advice, uint32_t flags, const ibv_sge* sg, uint32_t num_sge) {
+  if (advice != IBV_ADVISE_MR_ADVICE_PREFETCH && advice != IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+      advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
+    return EINVAL;
+  if ((flags & ~static_cast<uint32_t>(IBV_ADVISE_MR_FLAG_FLUSH)) || !sg || num_sge == 0) return EINVAL;
+  shm::Host& host = *pd->ctx->host;
+  const shm::MrEntry* table = host.arena().mr_table();
+  const bool write = advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE;
+  for (uint32_t i = 0; i < num_sge; ++i) {
+    MrView v;
+    if (shm::key_slot(sg[i].lkey) != host.slot() || !read_mr(table, sg[i].lkey, &v) || v.pd != pd->id ||
+        !v.covers(sg[i].addr, sg[i].length) || (write && !(v.access & IBV_ACCESS_LOCAL_WRITE)))
+      return EFAULT;
+    if (v.path != shm::kMrOdp) return EINVAL;  // advice is for on-demand MRs
+  }
+  if (advice == IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT) return 0;  // nothing to fault in ahead
+  // Prefetch: fault the pages in now, as a NIC's page-fault handler would.
+  // (With FLUSH or without, the call returns when that is done.)
+  for (uint32_t i = 0; i < num_sge; ++i) {
+    if (!sg[i].length) continue;
+    uint64_t first = align_down(sg[i].addr, kPageSize), end = align_up(sg[i].addr + sg[i].length, kPageSize);
+    if (madvise(reinterpret_cast<void*>(first), end - first, write ? kMadvPopulateWrite : kMadvPopulateRead) == 0)
+      continue;
+    if (errno == ENOMEM || errno == EFAULT) return EFAULT;  // not (or not so) mapped
+    madvise(reinterpret_cast<void*>(first), end - first, MADV_WILLNEED);  // an older kernel: a hint only
+  }
   return 0;
 }
 

@@ -20,12 +20,20 @@ struct Mr : ibv_mr {
   uint64_t iova = 0;
   bool pinned = false;     // holds an overlay pin (shm/overlay.h)
   uint64_t pin_page = 0;
+  struct Dm* dm = nullptr;  // ibv_reg_dm_mr: the device memory it maps
   static Mr* from(ibv_mr* m) { return static_cast<Mr*>(m); }
 };
 
 // nullptr + errno (EINVAL bad flags/length, EFAULT unmapped or read-only
-// memory with write access, EOPNOTSUPP on-demand paging, ENOMEM).
+// memory with write access, EOPNOTSUPP zero-based, ENOMEM). With
+// IBV_ACCESS_ON_DEMAND nothing is checked or pinned: the MR follows the
+// application's mappings; (NULL, SIZE_MAX) is the implicit ODP MR of the
+// whole address space.
 Mr* reg_mr(Pd* pd, void* addr, size_t length, uint64_t iova, unsigned access);
+// ibv_reg_dm_mr: a zero-based MR over [dm_offset, +length) of `dm`.
+Mr* reg_dm_mr(Pd* pd, struct Dm* dm, uint64_t dm_offset, size_t length, unsigned access);
+// ibv_advise_mr: 0 or an errno (EINVAL, EFAULT as its man page says).
+int advise_mr(Pd* pd, ibv_advise_mr_advice advice, uint32_t flags, const ibv_sge* sg, uint32_t num_sge);
 // Returns 0 or an ibv_rereg_mr_err_code (and sets errno).
 int rereg_mr(Mr* mr, int flags, Pd* pd, void* addr, size_t length, unsigned access);
 int dereg_mr(Mr* mr);

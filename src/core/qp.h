@@ -66,6 +66,7 @@ struct Qp : ibv_qp_ex {
   std::vector<ibv_sge> sq_sges;      // cap.max_send_sge per slot
   std::vector<uint8_t> sq_inline;    // cap.max_inline_data per slot
   std::vector<Destination> sq_ud;    // UD: each slot's destination (AH and WR)
+  std::vector<uint8_t> odp_scratch;  // bytes of on-demand MRs in transit (requester.cpp)
   uint64_t sq_mask = 0;
   std::atomic<uint64_t> sq_head{0};
   uint64_t sq_exec = 0;

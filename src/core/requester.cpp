@@ -9,6 +9,7 @@
 #include "core/transport.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/self_mem.h"
 
 namespace sv {
 namespace {
@@ -82,8 +83,21 @@ void fail(Qp* qp, uint64_t pos, ibv_wc_status status) {
     enter_send_queue_error_locked(qp);
 }
 
-// Collects the local memory of the WQE's SGEs, checking each lkey.
-bool gather(Qp* qp, uint64_t pos, Piece* pieces, uint32_t* count) {
+// Results (RDMA READ, atomics) bound for local on-demand memory: they land in
+// the QP's scratch buffer and are written back once the responder answered.
+struct OdpWriteBack {
+  struct Span {
+    const uint8_t* scratch;
+    uint64_t vaddr;
+    uint32_t len;
+  };
+  Span spans[limits::kMaxSge];
+  uint32_t count = 0;
+};
+
+// Collects the local memory of the WQE's SGEs, checking each lkey. Sets
+// *odp and stops at the first on-demand MR: gather_odp() takes over.
+bool gather(Qp* qp, uint64_t pos, Piece* pieces, uint32_t* count, bool* odp) {
   SendWqe& w = qp->slot(pos);
   *count = 0;
   if (w.inlined) {
@@ -99,8 +113,55 @@ bool gather(Qp* qp, uint64_t pos, Piece* pieces, uint32_t* count) {
     if (!read_mr(table, sg[i].lkey, &v) || v.pd != qp->pd_obj->id || (v.access & need) != need ||
         !v.covers(sg[i].addr, sg[i].length))
       return false;
+    if (__builtin_expect(v.path == shm::kMrOdp, 0)) {
+      *odp = true;
+      return true;
+    }
     pieces[(*count)++] = Piece{reinterpret_cast<uint8_t*>(v.owner_vaddr(sg[i].addr)), sg[i].length};
   }
+  return true;
+}
+
+// gather() for a WQE that uses on-demand memory, whose pages may be absent:
+// those bytes go through the QP's scratch buffer, copied with /proc/self/mem
+// (now for what is sent, after the answer for what is received), so an
+// absent page fails the WQE instead of faulting the process.
+bool gather_odp(Qp* qp, uint64_t pos, Piece* pieces, uint32_t* count, OdpWriteBack* back) {
+  SendWqe& w = qp->slot(pos);
+  const shm::MrEntry* table = qp->ctx->host->arena().mr_table();
+  const bool sink = writes_local_memory(w.opcode);
+  ibv_sge* sg = qp->sges(pos);
+  MrView views[limits::kMaxSge];
+  uint64_t scratch_bytes = 0;
+  for (uint32_t i = 0; i < w.num_sge; ++i) {
+    if (sg[i].length == 0) continue;
+    if (!read_mr(table, sg[i].lkey, &views[i])) return false;  // checked by gather() a moment ago
+    if (views[i].path == shm::kMrOdp) scratch_bytes += sg[i].length;
+  }
+  if (qp->odp_scratch.size() < scratch_bytes) qp->odp_scratch.resize(scratch_bytes);
+  uint8_t* scratch = qp->odp_scratch.data();
+  *count = 0;
+  back->count = 0;
+  for (uint32_t i = 0; i < w.num_sge; ++i) {
+    if (sg[i].length == 0) continue;
+    const uint64_t vaddr = views[i].owner_vaddr(sg[i].addr);
+    uint8_t* at = reinterpret_cast<uint8_t*>(vaddr);
+    if (views[i].path == shm::kMrOdp) {
+      if (sink)
+        back->spans[back->count++] = OdpWriteBack::Span{scratch, vaddr, sg[i].length};
+      else if (!self_mem_read(scratch, vaddr, sg[i].length))
+        return false;
+      at = scratch;
+      scratch += sg[i].length;
+    }
+    pieces[(*count)++] = Piece{at, sg[i].length};
+  }
+  return true;
+}
+
+bool write_back(const OdpWriteBack& back) {
+  for (uint32_t i = 0; i < back.count; ++i)
+    if (!self_mem_write(back.spans[i].vaddr, back.spans[i].scratch, back.spans[i].len)) return false;
   return true;
 }
 
@@ -214,7 +275,9 @@ bool execute_next(Qp* qp) {
     return true;
   Piece pieces[limits::kMaxSge];
   uint32_t n = 0;
-  if (!gather(qp, pos, pieces, &n)) {
+  bool odp = false;
+  OdpWriteBack back;
+  if (!gather(qp, pos, pieces, &n, &odp) || (odp && !gather_odp(qp, pos, pieces, &n, &back))) {
     fail(qp, pos, IBV_WC_LOC_PROT_ERR);
     return true;
   }
@@ -230,6 +293,10 @@ bool execute_next(Qp* qp) {
   if (__builtin_expect(t != nullptr, 1)) {
     Response r = t->deliver(m);
     if (__builtin_expect(r.outcome == Outcome::kAck, 1)) {
+      if (__builtin_expect(back.count != 0, 0) && !write_back(back)) {
+        fail(qp, pos, IBV_WC_LOC_PROT_ERR);
+        return true;
+      }
       complete(qp, pos, IBV_WC_SUCCESS);
       return true;
     }

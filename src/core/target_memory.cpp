@@ -9,6 +9,7 @@
 #include "core/bounce_path.h"
 #include "shm/robust_mutex.h"
 #include "util/knobs.h"
+#include "util/self_mem.h"
 #include "util/log.h"
 
 namespace sv {
@@ -67,6 +68,8 @@ bool note_if_denied(const shm::Peer& owner, const char* call) {
 bool write_to_mr(const shm::Peer& owner, const MrView& mr, uint64_t addr, const void* src, size_t len) {
   if (len == 0) return true;
   if (owner.self) {
+    // On-demand pages may be absent: a failed copy, not a fault.
+    if (__builtin_expect(mr.path == shm::kMrOdp, 0)) return self_mem_write(mr.owner_vaddr(addr), src, len);
     copy_bytes(reinterpret_cast<void*>(mr.owner_vaddr(addr)), src, len);
     return true;
   }
@@ -92,6 +95,7 @@ bool write_to_mr(const shm::Peer& owner, const MrView& mr, uint64_t addr, const 
 bool read_from_mr(const shm::Peer& owner, const MrView& mr, uint64_t addr, void* dst, size_t len) {
   if (len == 0) return true;
   if (owner.self) {
+    if (__builtin_expect(mr.path == shm::kMrOdp, 0)) return self_mem_read(dst, mr.owner_vaddr(addr), len);
     copy_bytes(dst, reinterpret_cast<const void*>(mr.owner_vaddr(addr)), len);
     return true;
   }
@@ -127,14 +131,15 @@ uint64_t apply_atomic(uint64_t* word, ibv_wr_opcode op, uint64_t compare_add, ui
 
 bool atomic_on_mr(const shm::Peer& owner, shm::RegistryHeader& registry, const MrView& mr, uint64_t addr,
                   ibv_wr_opcode op, uint64_t compare_add, uint64_t swap, uint64_t* original) {
-  if (mr.path != shm::kMrCma) {
+  if (mr.path != shm::kMrCma && mr.path != shm::kMrOdp) {
     uint8_t* p = owner.self ? reinterpret_cast<uint8_t*>(mr.owner_vaddr(addr)) : overlay_ptr(owner, mr, addr, 8);
     if (!p) return false;
     *original = apply_atomic(reinterpret_cast<uint64_t*>(p), op, compare_add, swap);
     return true;
   }
-  // Not shared with us: read, modify and write back under the lock that
-  // every atomic on this address takes, whoever issues it.
+  // Not shared with us (or on-demand pages that may be absent): read,
+  // modify and write back under the lock that every atomic on this address
+  // takes, whoever issues it.
   uint64_t vaddr = mr.owner_vaddr(addr);
   size_t stripe = ((vaddr >> 3) ^ (uint64_t{owner.slot} * 0x9e3779b97f4a7c15ull)) % shm::kAtomicLockStripes;
   shm::RobustLock lock(&registry.atomic_locks[stripe]);

@@ -130,6 +130,9 @@ enum MrPath : uint32_t {
   kMrCma = 2,      // peers use process_vm_readv/writev on the owner's pid, or the owner's
                    // bounce service (below) where those calls are denied
   kMrLocalOnly = 3,  // only the owner can reach it (e.g. a peer-unreachable range)
+  kMrOdp = 4,        // on-demand paging: the pages follow the application's mappings and
+                     // may be absent; peers reach them as kMrCma, the owner through
+                     // /proc/self/mem (util/self_mem.h), so absent pages fail, not fault
 };
 
 struct alignas(64) MrEntry {

@@ -23,6 +23,10 @@ int post_recv_op(ibv_qp*, ibv_recv_wr*, ibv_recv_wr**);
 ibv_qp* create_qp_ex_op(ibv_context*, ibv_qp_init_attr_ex*);
 int post_srq_recv_op(ibv_srq*, ibv_recv_wr*, ibv_recv_wr**);
 ibv_srq* create_srq_ex_op(ibv_context*, ibv_srq_init_attr_ex*);
+int advise_mr_op(ibv_pd*, ibv_advise_mr_advice, uint32_t, ibv_sge*, uint32_t);
+ibv_dm* alloc_dm_op(ibv_context*, ibv_alloc_dm_attr*);
+int free_dm_op(ibv_dm*);
+ibv_mr* reg_dm_mr_op(ibv_pd*, ibv_dm*, uint64_t, size_t, unsigned int);
 
 namespace {
 
@@ -76,15 +80,15 @@ void install_context_ops(ibv_context* ctx) {
 
   verbs_context* v = verbs_get_ctx(ctx);
   v->query_port = query_port_op;
-  v->advise_mr = unsupported_int<int, ibv_pd*, ibv_advise_mr_advice, uint32_t, ibv_sge*, uint32_t>;
+  v->advise_mr = advise_mr_op;
   v->alloc_null_mr = unsupported_ptr<ibv_mr, ibv_pd*>;
   v->read_counters = unsupported_int<int, ibv_counters*, uint64_t*, uint32_t, uint32_t>;
   v->attach_counters_point_flow = unsupported_int<int, ibv_counters*, ibv_counter_attach_attr*, ibv_flow*>;
   v->create_counters = unsupported_ptr<ibv_counters, ibv_context*, ibv_counters_init_attr*>;
   v->destroy_counters = unsupported_int<int, ibv_counters*>;
-  v->reg_dm_mr = unsupported_ptr<ibv_mr, ibv_pd*, ibv_dm*, uint64_t, size_t, unsigned int>;
-  v->alloc_dm = unsupported_ptr<ibv_dm, ibv_context*, ibv_alloc_dm_attr*>;
-  v->free_dm = unsupported_int<int, ibv_dm*>;
+  v->reg_dm_mr = reg_dm_mr_op;
+  v->alloc_dm = alloc_dm_op;
+  v->free_dm = free_dm_op;
   v->modify_flow_action_esp = unsupported_int<int, ibv_flow_action*, ibv_flow_action_esp_attr*>;
   v->destroy_flow_action = unsupported_int<int, ibv_flow_action*>;
   v->create_flow_action_esp = unsupported_ptr<ibv_flow_action, ibv_context*, ibv_flow_action_esp_attr*>;

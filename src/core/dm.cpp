@@ -1,0 +1,76 @@
+#include "core/dm.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/limits.h"
+#include "util/bits.h"
+
+namespace sv {
+namespace {
+
+// Device memory in use by this process, against limits::kMaxDmSize.
+std::atomic<uint64_t> g_dm_in_use{0};
+
+int copy_to(ibv_dm* d, uint64_t offset, const void* src, size_t len) {
+  Dm* dm = Dm::from(d);
+  if (offset > dm->length || len > dm->length - offset) return EINVAL;
+  std::memcpy(dm->base + offset, src, len);
+  return 0;
+}
+
+int copy_from(void* dst, ibv_dm* d, uint64_t offset, size_t len) {
+  Dm* dm = Dm::from(d);
+  if (offset > dm->length || len > dm->length - offset) return EINVAL;
+  std::memcpy(dst, dm->base + offset, len);
+  return 0;
+}
+
+}  // namespace
+
+Dm* alloc_dm(Context* ctx, const ibv_alloc_dm_attr& attr) {
+  // log_align_req: the start aligned to 2^log_align_req bytes (page at most).
+  if (attr.comp_mask || attr.length == 0 || attr.log_align_req > 12) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (attr.length > limits::kMaxDmSize) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  const uint64_t align = uint64_t{1} << attr.log_align_req;
+  const uint64_t block = attr.length + (align > 64 ? align : 0);
+  if (g_dm_in_use.fetch_add(attr.length) + attr.length > limits::kMaxDmSize) {
+    g_dm_in_use.fetch_sub(attr.length);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  shm::Arena& arena = ctx->host->arena();
+  uint64_t off = arena.alloc(block);
+  if (!off) {
+    g_dm_in_use.fetch_sub(attr.length);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  auto* dm = new Dm();
+  dm->ctx = ctx;
+  dm->arena_off = off;
+  dm->block_len = block;
+  dm->base = arena.base() + align_up(off, align);
+  dm->length = attr.length;
+  dm->context = ctx->ibv();
+  dm->memcpy_to_dm = copy_to;
+  dm->memcpy_from_dm = copy_from;
+  dm->comp_mask = 0;
+  return dm;
+}
+
+int free_dm(Dm* dm) {
+  if (dm->mrs.load() != 0) return EBUSY;
+  dm->ctx->host->arena().free(dm->arena_off, dm->block_len);
+  g_dm_in_use.fetch_sub(dm->length);
+  delete dm;
+  return 0;
+}
+
+}  // namespace sv

@@ -1,0 +1,30 @@
+// Device memory (ibv_alloc_dm): on a NIC, memory on the card that the host
+// reaches with ibv_memcpy_to_dm / from_dm and that QPs reach through a
+// zero-based MR (ibv_reg_dm_mr). Here it is a block of this process's
+// arena, so peers reach a DM MR as they reach an overlaid one: with plain
+// loads and stores. At most limits::kMaxDmSize bytes per process at a time.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "core/context.h"
+
+namespace sv {
+
+struct Dm : ibv_dm {
+  Context* ctx = nullptr;
+  uint64_t arena_off = 0;  // of the block (aligned within it as asked)
+  uint64_t block_len = 0;
+  uint8_t* base = nullptr;  // the DM's first byte, in our mapping of the arena
+  uint64_t length = 0;
+  std::atomic<int> mrs{0};  // registered MRs: free fails with EBUSY
+  static Dm* from(ibv_dm* d) { return static_cast<Dm*>(d); }
+};
+
+Dm* alloc_dm(Context* ctx, const ibv_alloc_dm_attr& attr);  // nullptr + errno
+int free_dm(Dm* dm);                                         // 0 or an errno
+
+}  // namespace sv
