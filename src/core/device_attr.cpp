@@ -25,8 +25,8 @@ void fill_device_attr(ibv_device_attr* a) {
   a->hw_ver = 0;
   a->max_qp = limits::kMaxQp;
   a->max_qp_wr = limits::kMaxQpWr;
-  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_N_NOTIFY_CQ |
-                        IBV_DEVICE_SYS_IMAGE_GUID;
+  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_SYS_IMAGE_GUID |
+                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
   a->max_sge = limits::kMaxSge;
   a->max_sge_rd = limits::kMaxSgeRd;
   a->max_cq = limits::kMaxCq;
@@ -43,7 +43,7 @@ void fill_device_attr(ibv_device_attr* a) {
   a->atomic_cap = IBV_ATOMIC_HCA;
   a->max_ee = 0;
   a->max_rdd = 0;
-  a->max_mw = 0;
+  a->max_mw = limits::kMaxMr;  // windows share the MR table
   a->max_raw_ipv6_qp = 0;
   a->max_raw_ethy_qp = 0;
   a->max_mcast_grp = shm::kMaxMcastGroups;

@@ -8,6 +8,7 @@
 #include "core/bounce_path.h"
 #include "core/dm.h"
 #include "core/limits.h"
+#include "core/mw.h"
 #include "util/bits.h"
 #include "util/knobs.h"
 #include "util/log.h"
@@ -69,6 +70,7 @@ void publish(shm::MrEntry& e, uint32_t key, const Mr& mr, uint64_t vaddr, uint32
   e.vaddr = vaddr;
   e.overlay_off = overlay_off;
   e.overlay_page = overlay_page;
+  e.mw = 0;
   e.key.store(key, std::memory_order_release);
 }
 
@@ -111,7 +113,7 @@ bool read_mr(const shm::MrEntry* table, uint32_t key, MrView* out) {
   if (idx == 0 || idx >= shm::kMaxMrs) return false;
   const shm::MrEntry& e = table[idx];
   if (e.key.load(std::memory_order_acquire) != key) return false;
-  *out = MrView{key, e.pd, e.access, e.path, e.iova, e.length, e.vaddr, e.overlay_off, e.overlay_page};
+  *out = MrView{key, e.pd, e.access, e.path, e.iova, e.length, e.vaddr, e.overlay_off, e.overlay_page, e.mw};
   std::atomic_thread_fence(std::memory_order_acquire);
   // Re-check: the owner may have deregistered (and reused) the entry while
   // we copied it.
@@ -217,6 +219,7 @@ int rereg_mr(Mr* mr, int flags, Pd* pd, void* addr, size_t length, unsigned acce
 
 int dereg_mr(Mr* mr) {
   shm::Host& host = *mr->pd_obj->ctx->host;
+  if (windows_bound_to(host, mr->index)) return EBUSY;  // as the man page says: unbind them first
   host.arena().mr_table()[mr->index].key.store(0, std::memory_order_release);
   unpin(*mr, host);
   if (mr->dm) mr->dm->mrs.fetch_sub(1);
@@ -273,7 +276,7 @@ int advise_mr(Pd* pd, ibv_advise_mr_advice advice, uint32_t flags, const ibv_sge
   for (uint32_t i = 0; i < num_sge; ++i) {
     MrView v;
     if (shm::key_slot(sg[i].lkey) != host.slot() || !read_mr(table, sg[i].lkey, &v) || v.pd != pd->id ||
-        !v.covers(sg[i].addr, sg[i].length) || (write && !(v.access & IBV_ACCESS_LOCAL_WRITE)))
+        !v.covers(sg[i].addr, sg[i].length) || (write && !(v.access & IBV_ACCESS_LOCAL_WRITE)) || v.mw)
       return EFAULT;
     if (v.path != shm::kMrOdp) return EINVAL;  // advice is for on-demand MRs
   }

@@ -43,6 +43,7 @@ int dereg_mr(Mr* mr);
 struct MrView {
   uint32_t key, pd, access, path;
   uint64_t iova, length, vaddr, overlay_off, overlay_page;
+  uint64_t mw;  // 0: an MR; else a memory window (shm::mw_word)
 
   bool covers(uint64_t addr, uint64_t len) const {
     return addr >= iova && len <= length && addr - iova <= length - len;

@@ -1,5 +1,8 @@
 #include "core/qp.h"
 
+#include "core/mr.h"
+#include "core/mw.h"
+
 #include <cerrno>
 #include <cstring>
 
@@ -45,7 +48,8 @@ uint64_t send_ops_valid_for(ibv_qp_type t) {
 uint64_t send_ops_supported_for(ibv_qp_type t) {
   constexpr uint64_t kImplemented = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
                                     IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
-                                    IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+                                    IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+                                    IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV;
   return send_ops_valid_for(t) & kImplemented;
 }
 
@@ -56,13 +60,16 @@ bool opcode_allowed(ibv_qp_type t, int op) {
       return true;
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
+    case IBV_WR_LOCAL_INV:
+    case IBV_WR_BIND_MW:
+    case IBV_WR_SEND_WITH_INV:
       return t == IBV_QPT_RC || t == IBV_QPT_UC;
     case IBV_WR_RDMA_READ:
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
       return t == IBV_QPT_RC;
     default:
-      // SEND_WITH_INV, memory windows, TSO, ATOMIC_WRITE: not on this device.
+      // TSO (raw packet QPs), ATOMIC_WRITE: not on this device.
       return false;
   }
 }
@@ -467,7 +474,7 @@ int post_send(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       rc = EINVAL;
       break;
     }
-    if (qp->type == IBV_QPT_UD && !wr->wr.ud.ah) {
+    if ((qp->type == IBV_QPT_UD && !wr->wr.ud.ah) || (op == IBV_WR_BIND_MW && !wr->bind_mw.mw)) {
       rc = EINVAL;
       break;
     }
@@ -521,6 +528,19 @@ int post_send(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       w.rkey = wr->wr.atomic.rkey;
       w.compare_add = wr->wr.atomic.compare_add;
       w.swap = wr->wr.atomic.swap;
+    } else if (wr->opcode == IBV_WR_BIND_MW) {
+      // The window, the MR and the range travel in the WQE's own fields.
+      const ibv_mw_bind_info& b = wr->bind_mw.bind_info;
+      w.compare_add = reinterpret_cast<uint64_t>(Mw::from(wr->bind_mw.mw));
+      w.swap = reinterpret_cast<uint64_t>(b.mr ? Mr::from(b.mr) : nullptr);
+      w.remote_addr = b.addr;
+      w.length = b.length;
+      w.rkey = wr->bind_mw.rkey;
+      w.imm = b.mw_access_flags;
+      w.num_sge = 0;
+    } else if (wr->opcode == IBV_WR_LOCAL_INV) {
+      w.length = 0;  // imm holds invalidate_rkey (a union in ibv_send_wr)
+      w.num_sge = 0;
     }
     if (qp->type == IBV_QPT_UD) {
       Destination& d = qp->ud_dest(pos);

@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/mr.h"
+#include "core/mw.h"
 #include "core/qp.h"
 #include "core/requester.h"
 
@@ -114,6 +116,31 @@ void wr_atomic_fetch_add(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t ad
   }
 }
 
+void wr_send_inv(ibv_qp_ex* q, uint32_t invalidate_rkey) {
+  if (SendWqe* w = begin(q, IBV_WR_SEND_WITH_INV, IBV_QP_EX_WITH_SEND_WITH_INV)) w->imm = invalidate_rkey;
+}
+void wr_local_inv(ibv_qp_ex* q, uint32_t invalidate_rkey) {
+  if (SendWqe* w = begin(q, IBV_WR_LOCAL_INV, IBV_QP_EX_WITH_LOCAL_INV)) w->imm = invalidate_rkey;
+}
+// The window, MR and range travel in the WQE's own fields (as post_send
+// stores them); no SGE follows.
+void wr_bind_mw(ibv_qp_ex* q, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* info) {
+  Qp* qp = qp_of(q);
+  SendWqe* w = begin(q, IBV_WR_BIND_MW, IBV_QP_EX_WITH_BIND_MW);
+  if (!w) return;
+  if (!mw || !info) {
+    qp->batch_error = EINVAL;
+    return;
+  }
+  w->compare_add = reinterpret_cast<uint64_t>(Mw::from(mw));
+  w->swap = reinterpret_cast<uint64_t>(info->mr ? Mr::from(info->mr) : nullptr);
+  w->remote_addr = info->addr;
+  w->length = info->length;
+  w->rkey = rkey;
+  w->imm = info->mw_access_flags;
+  qp->batch_cur = nullptr;  // no wr_set_sge* may follow
+}
+
 // Operations the device does not offer (not in send_ops_supported_for()): creating a
 // QP that asks for them fails with EOPNOTSUPP or EINVAL, so these only run if an
 // application calls a pointer it did not ask for.
@@ -122,9 +149,6 @@ void unsupported(ibv_qp_ex* q) {
   qp->batch_cur = nullptr;
   if (!qp->batch_error) qp->batch_error = EOPNOTSUPP;
 }
-void wr_bind_mw(ibv_qp_ex* q, ibv_mw*, uint32_t, const ibv_mw_bind_info*) { unsupported(q); }
-void wr_local_inv(ibv_qp_ex* q, uint32_t) { unsupported(q); }
-void wr_send_inv(ibv_qp_ex* q, uint32_t) { unsupported(q); }
 void wr_send_tso(ibv_qp_ex* q, void*, uint16_t, uint16_t) { unsupported(q); }
 void wr_atomic_write(ibv_qp_ex* q, uint32_t, uint64_t, const void*) { unsupported(q); }
 void wr_set_xrc_srqn(ibv_qp_ex* q, uint32_t) { unsupported(q); }

@@ -4,6 +4,7 @@
 
 #include "core/limits.h"
 #include "core/mr.h"
+#include "core/mw.h"
 #include "core/qp.h"
 #include "core/scheduler.h"
 #include "core/transport.h"
@@ -111,7 +112,7 @@ bool gather(Qp* qp, uint64_t pos, Piece* pieces, uint32_t* count, bool* odp) {
     if (sg[i].length == 0) continue;
     MrView v;
     if (!read_mr(table, sg[i].lkey, &v) || v.pd != qp->pd_obj->id || (v.access & need) != need ||
-        !v.covers(sg[i].addr, sg[i].length))
+        !v.covers(sg[i].addr, sg[i].length) || v.mw)  // a window's rkey is no lkey
       return false;
     if (__builtin_expect(v.path == shm::kMrOdp, 0)) {
       *odp = true;
@@ -191,6 +192,16 @@ Message message_for(Qp* qp, uint64_t pos, const SendWqe& w) {
 // Checks that only long messages, RDMA READs and atomics need. False when
 // they ended the WQE (completed or failed) without sending it.
 bool passes_rare_checks(Qp* qp, uint64_t pos, const SendWqe& w) {
+  // Memory window binds and local invalidations are done here, on this
+  // process's own MR table: nothing is sent.
+  if (w.opcode == IBV_WR_BIND_MW || w.opcode == IBV_WR_LOCAL_INV) {
+    ibv_wc_status st = w.opcode == IBV_WR_BIND_MW ? execute_bind(qp, w) : execute_local_invalidate(qp, w.imm);
+    if (st == IBV_WC_SUCCESS)
+      complete(qp, pos, st);
+    else
+      fail(qp, pos, st);
+    return false;
+  }
   if (w.length > limits::kMaxMsgSize) {
     fail(qp, pos, IBV_WC_LOC_LEN_ERR);
     return false;

@@ -9,6 +9,7 @@
 #include "core/cq.h"
 #include "core/grh.h"
 #include "core/mr.h"
+#include "core/mw.h"
 #include "core/recv_queue.h"
 #include "core/target_memory.h"
 #include "shm/registry.h"
@@ -64,7 +65,7 @@ class Scatter {
     }
     const shm::MrEntry* table = mr_table(owner_);
     if (!table || !read_mr(table, s.lkey, &view_) || view_.pd != pd_ || !(view_.access & IBV_ACCESS_LOCAL_WRITE) ||
-        !view_.covers(s.addr, s.length))
+        !view_.covers(s.addr, s.length) || view_.mw)
       return fail(IBV_WC_LOC_PROT_ERR);
     return true;
   }
@@ -105,7 +106,10 @@ bool check_rkey(const shm::Peer& owner, const shm::QpShared& t, uint32_t rkey, u
                 unsigned access, MrView* v) {
   if (!(t.access_flags & access)) return false;
   const shm::MrEntry* table = mr_table(owner);
-  return table && read_mr(table, rkey, v) && v->pd == t.pd && (v->access & access) && v->covers(addr, len);
+  if (!table || !read_mr(table, rkey, v) || v->pd != t.pd || !(v->access & access) || !v->covers(addr, len))
+    return false;
+  // A type 2 memory window is reached only through the QP it is bound to.
+  return shm::mw_type(v->mw) != IBV_MW_TYPE_2 || shm::mw_qpn(v->mw) == (t.qpn & 0xffffff);
 }
 
 shm::RecvQueueShared* receive_queue(const shm::Peer& owner, const shm::QpShared& t) {
@@ -134,12 +138,23 @@ shm::CqeFields receive_cqe(const shm::QpShared& t, const Message& m, const RecvW
   if (m.opcode == IBV_WR_SEND_WITH_IMM || m.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
     c.wc_flags |= IBV_WC_WITH_IMM;
     c.imm_or_inv = m.imm;
+  } else if (m.opcode == IBV_WR_SEND_WITH_INV) {
+    c.wc_flags |= IBV_WC_WITH_INV;
+    c.imm_or_inv = m.imm;  // the invalidated rkey
   }
   c.opcode = m.opcode == IBV_WR_RDMA_WRITE_WITH_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
   return c;
 }
 
 Response respond_send(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Message& m) {
+  // SEND with Invalidate names a type 2 window bound to this QP; any other
+  // rkey makes the request invalid (checked before a receive is consumed).
+  if (m.opcode == IBV_WR_SEND_WITH_INV && !may_remote_invalidate(owner, t, m.imm)) {
+    SV_INFO("responder QP %#x: SEND with invalidate of rkey %#x refused", t.qpn, m.imm);
+    if (m.qp_type == IBV_QPT_UC) return Response{Outcome::kDropped, 0};
+    flag_target_error(peers, owner, t, IBV_EVENT_QP_REQ_ERR);
+    return Response{Outcome::kRemoteInvalid, 0};
+  }
   shm::RecvQueueShared* q = receive_queue(owner, t);
   RecvWqeCopy w;
   if (!q || !take_recv_wqe(owner, q, &w, m.conn ? &m.conn->ahead : nullptr)) {
@@ -162,6 +177,7 @@ Response respond_send(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShar
   }
   for (uint32_t i = 0; ok && i < m.num_pieces; ++i) ok = s.put(m.pieces[i].addr, m.pieces[i].len);
   if (!ok) c.status = s.status();
+  if (ok && m.opcode == IBV_WR_SEND_WITH_INV) remote_invalidate(owner, m.imm);
   complete_receive(peers, owner, t, c);
   check_srq_limit(peers, owner, q);
   if (ok) return Response{Outcome::kAck, 0};
@@ -282,6 +298,7 @@ Response respond(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t
   switch (m.opcode) {
     case IBV_WR_SEND:
     case IBV_WR_SEND_WITH_IMM:
+    case IBV_WR_SEND_WITH_INV:
       return respond_send(peers, owner, t, m);
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:

@@ -145,9 +145,20 @@ struct alignas(64) MrEntry {
   uint64_t vaddr;        // owner's virtual address of iova
   uint64_t overlay_off;  // arena offset of the page holding overlay_page
   uint64_t overlay_page; // owner's page-aligned virtual address mapped at overlay_off
-  uint64_t reserved;
+  uint64_t mw;           // 0 for an MR; a bound memory window: mw_word() below
 };
 static_assert(sizeof(MrEntry) == 64);
+
+// A memory window shares the MR table (and so the key space): its entry
+// copies the geometry of the part of the MR it is bound to, and says what it
+// is: its type, the index of that MR, and for type 2 the QPN it is bound to
+// (remote access must come through that QP).
+inline constexpr uint64_t mw_word(uint32_t type, uint32_t mr_index, uint32_t qpn) {
+  return uint64_t{type & 0xff} | uint64_t{mr_index & 0xffff} << 8 | uint64_t{qpn & 0xffffff} << 32;
+}
+inline constexpr uint32_t mw_type(uint64_t w) { return w & 0xff; }
+inline constexpr uint32_t mw_mr_index(uint64_t w) { return (w >> 8) & 0xffff; }
+inline constexpr uint32_t mw_qpn(uint64_t w) { return (w >> 32) & 0xffffff; }
 
 struct DoorbellEntry {
   std::atomic<uint32_t> gen;  // 0 = free; odd values only

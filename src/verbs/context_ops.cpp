@@ -27,6 +27,9 @@ int advise_mr_op(ibv_pd*, ibv_advise_mr_advice, uint32_t, ibv_sge*, uint32_t);
 ibv_dm* alloc_dm_op(ibv_context*, ibv_alloc_dm_attr*);
 int free_dm_op(ibv_dm*);
 ibv_mr* reg_dm_mr_op(ibv_pd*, ibv_dm*, uint64_t, size_t, unsigned int);
+ibv_mw* alloc_mw_op(ibv_pd*, ibv_mw_type);
+int bind_mw_op(ibv_qp*, ibv_mw*, ibv_mw_bind*);
+int dealloc_mw_op(ibv_mw*);
 
 namespace {
 
@@ -69,9 +72,9 @@ void install_context_ops(ibv_context* ctx) {
   o._compat_create_qp = o._compat_query_qp = o._compat_modify_qp = o._compat_destroy_qp = unsupported_compat;
   o._compat_create_ah = o._compat_destroy_ah = o._compat_attach_mcast = o._compat_detach_mcast =
       o._compat_async_event = unsupported_compat;
-  o.alloc_mw = unsupported_ptr<ibv_mw, ibv_pd*, ibv_mw_type>;
-  o.bind_mw = unsupported_int<int, ibv_qp*, ibv_mw*, ibv_mw_bind*>;
-  o.dealloc_mw = unsupported_int<int, ibv_mw*>;
+  o.alloc_mw = alloc_mw_op;
+  o.bind_mw = bind_mw_op;
+  o.dealloc_mw = dealloc_mw_op;
   o.poll_cq = poll_cq_op;
   o.req_notify_cq = req_notify_cq_op;
   o.post_srq_recv = post_srq_recv_op;

@@ -263,12 +263,12 @@ std::vector<CreateCase> create_cases() {
       {"SendOpsAtomicWriteOnUc", kUc, send_ops(IBV_QP_EX_WITH_ATOMIC_WRITE), {EINVAL}},
       // ...operations the transport defines but this device does not implement
       {"SendOpsAtomicWrite", kRc, send_ops(IBV_QP_EX_WITH_ATOMIC_WRITE), {EOPNOTSUPP}},
-      {"SendOpsLocalInv", kRcUc, send_ops(IBV_QP_EX_WITH_LOCAL_INV), {EOPNOTSUPP}},
-      {"SendOpsBindMw", kRcUc, send_ops(IBV_QP_EX_WITH_BIND_MW), {EOPNOTSUPP}},
-      {"SendOpsSendWithInv", kRcUc, send_ops(IBV_QP_EX_WITH_SEND_WITH_INV), {EOPNOTSUPP}},
       {"SendOpsSupportedPlusAtomicWrite", kRc, send_ops(kRcOps | IBV_QP_EX_WITH_ATOMIC_WRITE), {EOPNOTSUPP}},
       // ...and the supported ones
       {"SendOpsSend", kAll, send_ops(IBV_QP_EX_WITH_SEND), {ok}},
+      {"SendOpsLocalInv", kRcUc, send_ops(IBV_QP_EX_WITH_LOCAL_INV), {ok}},
+      {"SendOpsBindMw", kRcUc, send_ops(IBV_QP_EX_WITH_BIND_MW), {ok}},
+      {"SendOpsSendWithInv", kRcUc, send_ops(IBV_QP_EX_WITH_SEND_WITH_INV), {ok}},
       {"SendOpsSendWithImm", kAll, send_ops(IBV_QP_EX_WITH_SEND_WITH_IMM), {ok}},
       {"SendOpsRdmaWrite", kRcUc, send_ops(IBV_QP_EX_WITH_RDMA_WRITE), {ok}},
       {"SendOpsRdmaWriteWithImm", kRcUc, send_ops(IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM), {ok}},
