@@ -26,7 +26,7 @@ void fill_device_attr(ibv_device_attr* a) {
   a->max_qp = limits::kMaxQp;
   a->max_qp_wr = limits::kMaxQpWr;
   a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_SYS_IMAGE_GUID |
-                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC;
   a->max_sge = limits::kMaxSge;
   a->max_sge_rd = limits::kMaxSgeRd;
   a->max_cq = limits::kMaxCq;

@@ -30,6 +30,7 @@ struct Message {
   uint32_t dst_qpn;         // the responder QP (for multicast: each member in turn)
   uint32_t qkey;            // UD: the Q_Key the message carries
   uint32_t imm;             // network order
+  uint32_t xrc_srqn;        // XRC: the SRQ of the target's domain that receives it
   bool solicited;
   bool block_self_mcast;    // UD sender created with IBV_QP_CREATE_BLOCK_SELF_MCAST_LB
   const Destination* dst;   // addresses, route, traffic class, ... (dst->qpn/qkey unused)
@@ -43,6 +44,9 @@ struct Message {
   uint32_t num_sink;
   Connection* conn;         // connected QPs: what the requester remembers of the responder; else null
 };
+
+// The transports with acknowledgements: RC, and the sending side of XRC.
+inline bool is_reliable(ibv_qp_type t) { return t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND; }
 
 // What the responder answered (the ACK/NAK of the wire protocol).
 enum class Outcome {

@@ -134,11 +134,11 @@ ibv_wc_status execute_local_invalidate(Qp* qp, uint32_t rkey) {
                                                                                : IBV_WC_LOC_QP_OP_ERR;
 }
 
-bool may_remote_invalidate(const shm::Peer& owner, const shm::QpShared& t, uint32_t rkey) {
+bool may_remote_invalidate(const shm::Peer& owner, uint32_t qpn, uint32_t pd, uint32_t rkey) {
   const shm::MrEntry* table = owner.at<shm::MrEntry>(owner.header()->mr_table);
   MrView v;
   if (!peer_entry(owner, rkey) || !table || !read_mr(table, rkey, &v)) return false;
-  return shm::mw_type(v.mw) == IBV_MW_TYPE_2 && shm::mw_qpn(v.mw) == (t.qpn & 0xffffff) && v.pd == t.pd;
+  return shm::mw_type(v.mw) == IBV_MW_TYPE_2 && shm::mw_qpn(v.mw) == (qpn & 0xffffff) && v.pd == pd;
 }
 
 bool remote_invalidate(const shm::Peer& owner, uint32_t rkey) {

@@ -45,8 +45,8 @@ ibv_wc_status execute_bind(Qp* qp, const SendWqe& w);
 ibv_wc_status execute_local_invalidate(Qp* qp, uint32_t rkey);
 
 // SEND_WITH_INV at the responder: whether `rkey` names a valid type 2
-// window of the target QP's owner bound to that QP, and then invalidating it.
-bool may_remote_invalidate(const shm::Peer& owner, const shm::QpShared& t, uint32_t rkey);
+// window of `owner`, of PD `pd`, bound to QP `qpn`; then invalidating it.
+bool may_remote_invalidate(const shm::Peer& owner, uint32_t qpn, uint32_t pd, uint32_t rkey);
 bool remote_invalidate(const shm::Peer& owner, uint32_t rkey);
 
 // Whether windows are bound to MR `mr_index` of this process (ibv_dereg_mr

@@ -2,6 +2,7 @@
 
 #include "core/mr.h"
 #include "core/mw.h"
+#include "core/xrcd.h"
 
 #include <cerrno>
 #include <cstring>
@@ -33,6 +34,7 @@ uint64_t send_ops_valid_for(ibv_qp_type t) {
                            IBV_QP_EX_WITH_SEND_WITH_INV;
   switch (t) {
     case IBV_QPT_RC:
+    case IBV_QPT_XRC_SEND:
       return kUc | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
              IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_ATOMIC_WRITE;
     case IBV_QPT_UC:
@@ -54,20 +56,21 @@ uint64_t send_ops_supported_for(ibv_qp_type t) {
 }
 
 bool opcode_allowed(ibv_qp_type t, int op) {
+  const bool rc_like = t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND;
   switch (op) {
     case IBV_WR_SEND:
     case IBV_WR_SEND_WITH_IMM:
-      return true;
+      return t != IBV_QPT_XRC_RECV;  // which sends nothing
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
     case IBV_WR_LOCAL_INV:
     case IBV_WR_BIND_MW:
     case IBV_WR_SEND_WITH_INV:
-      return t == IBV_QPT_RC || t == IBV_QPT_UC;
+      return rc_like || t == IBV_QPT_UC;
     case IBV_WR_RDMA_READ:
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
-      return t == IBV_QPT_RC;
+      return rc_like;
     default:
       // TSO (raw packet QPs), ATOMIC_WRITE: not on this device.
       return false;
@@ -81,10 +84,17 @@ int check_init_attr(Context* ctx, const ibv_qp_init_attr_ex& a) {
     case IBV_QPT_RC:
     case IBV_QPT_UC:
     case IBV_QPT_UD:
-      break;
-    case IBV_QPT_RAW_PACKET:
     case IBV_QPT_XRC_SEND:
+      break;
     case IBV_QPT_XRC_RECV:
+      // The target side of XRC: a domain, and nothing else (no PD, CQs,
+      // queues: what it receives goes to the domain's SRQs).
+      if (!(a.comp_mask & IBV_QP_INIT_ATTR_XRCD) || !a.xrcd || a.xrcd->context != ctx->ibv()) return EINVAL;
+      if (a.comp_mask & (IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS)) return EINVAL;
+      return (a.comp_mask & (IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_MAX_TSO_HEADER))
+                 ? EINVAL
+                 : 0;
+    case IBV_QPT_RAW_PACKET:
     case IBV_QPT_DRIVER:
       return EOPNOTSUPP;  // known QP types this device does not implement
     default:
@@ -92,7 +102,7 @@ int check_init_attr(Context* ctx, const ibv_qp_init_attr_ex& a) {
   }
   if (!(a.comp_mask & IBV_QP_INIT_ATTR_PD) || !a.pd) return EINVAL;
   if (a.pd->context != ctx->ibv()) return EINVAL;
-  if (a.comp_mask & IBV_QP_INIT_ATTR_XRCD) return EOPNOTSUPP;
+  if (a.comp_mask & IBV_QP_INIT_ATTR_XRCD) return EINVAL;  // for XRC_RECV QPs only
   if (a.comp_mask & (IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH)) return EOPNOTSUPP;
   if (a.comp_mask & IBV_QP_INIT_ATTR_MAX_TSO_HEADER) return a.qp_type == IBV_QPT_RAW_PACKET ? EOPNOTSUPP : EINVAL;
   if (a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) {
@@ -107,9 +117,11 @@ int check_init_attr(Context* ctx, const ibv_qp_init_attr_ex& a) {
     if (a.send_ops_flags & ~send_ops_valid_for(a.qp_type)) return EINVAL;
     if (a.send_ops_flags & ~send_ops_supported_for(a.qp_type)) return EOPNOTSUPP;
   }
-  if (!a.send_cq || !a.recv_cq) return EINVAL;
-  if (a.send_cq->context != ctx->ibv() || a.recv_cq->context != ctx->ibv()) return EINVAL;
-  if (a.srq) {
+  // XRC_SEND QPs receive nothing: a receive CQ, SRQ and receive caps are ignored.
+  const bool xrc_send = a.qp_type == IBV_QPT_XRC_SEND;
+  if (!a.send_cq || (!a.recv_cq && !xrc_send)) return EINVAL;
+  if (a.send_cq->context != ctx->ibv() || (a.recv_cq && a.recv_cq->context != ctx->ibv())) return EINVAL;
+  if (a.srq && !xrc_send) {
     // ibv_create_qp(3): only RC and UD QPs may use an SRQ.
     if (a.qp_type != IBV_QPT_RC && a.qp_type != IBV_QPT_UD) return EINVAL;
     if (a.srq->context != ctx->ibv()) return EINVAL;
@@ -117,7 +129,7 @@ int check_init_attr(Context* ctx, const ibv_qp_init_attr_ex& a) {
   const ibv_qp_cap& c = a.cap;
   if (c.max_send_wr > limits::kMaxQpWr || c.max_send_sge > limits::kMaxSge || c.max_inline_data > limits::kMaxInline)
     return EINVAL;
-  if (!a.srq && (c.max_recv_wr > limits::kMaxQpWr || c.max_recv_sge > limits::kMaxSge)) return EINVAL;
+  if (!a.srq && !xrc_send && (c.max_recv_wr > limits::kMaxQpWr || c.max_recv_sge > limits::kMaxSge)) return EINVAL;
   return 0;
 }
 
@@ -232,10 +244,12 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
   }
   auto* qp = new Qp();
   qp->ctx = ctx;
-  qp->pd_obj = Pd::from(attr->pd);
-  qp->scq = Cq::from(attr->send_cq);
-  qp->rcq = Cq::from(attr->recv_cq);
-  qp->srq_obj = attr->srq ? Srq::from(attr->srq) : nullptr;
+  const bool xrc_recv = attr->qp_type == IBV_QPT_XRC_RECV, xrc_send = attr->qp_type == IBV_QPT_XRC_SEND;
+  qp->pd_obj = xrc_recv ? nullptr : Pd::from(attr->pd);
+  qp->scq = xrc_recv ? nullptr : Cq::from(attr->send_cq);
+  qp->rcq = (xrc_recv || xrc_send) ? nullptr : Cq::from(attr->recv_cq);
+  qp->srq_obj = (attr->srq && !xrc_recv && !xrc_send) ? Srq::from(attr->srq) : nullptr;
+  qp->xrcd = xrc_recv ? Xrcd::from(attr->xrcd) : nullptr;
   qp->index = static_cast<uint32_t>(idx);
   qp->type = attr->qp_type;
   qp->sig_all = attr->sq_sig_all != 0;
@@ -251,8 +265,8 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
   // (rdma_xclient posts a 16-byte IBV_SEND_INLINE with max_inline_data 0).
   c.max_inline_data = static_cast<uint32_t>(
       align_up(std::max(attr->cap.max_inline_data, 1u), limits::kInlineGranule));
-  if (qp->srq_obj) {
-    c.max_recv_wr = c.max_recv_sge = 0;  // ignored with an SRQ
+  if (qp->srq_obj || xrc_send || xrc_recv) {
+    c.max_recv_wr = c.max_recv_sge = 0;  // ignored with an SRQ, and XRC QPs have no receive queue
   } else {
     c.max_recv_wr = attr->cap.max_recv_wr ? static_cast<uint32_t>(round_up_pow2(attr->cap.max_recv_wr)) : 0;
     c.max_recv_sge = std::max(attr->cap.max_recv_sge, 1u);
@@ -260,7 +274,7 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
 
   qp->shared_off = arena.alloc(sizeof(shm::QpShared));
   int err = qp->shared_off ? 0 : ENOMEM;
-  if (!err && !qp->srq_obj)
+  if (!err && !qp->srq_obj && !xrc_send && !xrc_recv)
     err = qp->rq.init(arena, c.max_recv_wr, c.max_recv_sge, false, qp->pd_obj->id, ctx->index);
   if (err) {
     if (qp->shared_off) arena.free(qp->shared_off, sizeof(shm::QpShared));
@@ -273,6 +287,8 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
   qp->sq_sges.resize(uint64_t{c.max_send_wr} * c.max_send_sge);
   qp->sq_inline.resize(uint64_t{c.max_send_wr} * c.max_inline_data);
   if (qp->type == IBV_QPT_UD) qp->sq_ud.resize(c.max_send_wr);
+  if (xrc_send) qp->sq_xrc_srqn.resize(c.max_send_wr);
+  if (xrc_recv) c = ibv_qp_cap{};  // it sends nothing either
   qp->sq_mask = c.max_send_wr - 1;
   attr->cap = c;  // written back: >= what was asked
 
@@ -280,20 +296,23 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
   shm::QpShared* s = qp->shared = arena.at<shm::QpShared>(qp->shared_off);
   s->qpn = qpn;
   s->type = qp->type;
-  s->pd = qp->pd_obj->id;
+  s->pd = qp->pd_obj ? qp->pd_obj->id : 0;
   s->ctx_index = ctx->index;
   s->rq_off = qp->srq_obj ? 0 : qp->rq.shared_off();
   s->srq_off = qp->srq_obj ? qp->srq_obj->rq.shared_off() : 0;
-  s->recv_cq_off = qp->rcq->shared_off;
+  s->recv_cq_off = qp->rcq ? qp->rcq->shared_off : 0;
+  s->xrcd_id = qp->xrcd ? qp->xrcd->id : 0;
   s->state.store(IBV_QPS_RESET, std::memory_order_relaxed);
 
   ibv_qp& b = qp->qp_base;
   b.context = ctx->ibv();
   b.qp_context = attr->qp_context;
-  b.pd = attr->pd;
-  b.send_cq = attr->send_cq;
-  b.recv_cq = attr->recv_cq;
-  b.srq = attr->srq;
+  // An XRC_RECV QP has no PD of its own; the one given is kept for the
+  // application, as libibverbs does (librdmacm reads it back).
+  b.pd = (qp->pd_obj || (attr->comp_mask & IBV_QP_INIT_ATTR_PD)) ? attr->pd : nullptr;
+  b.send_cq = qp->scq ? attr->send_cq : nullptr;
+  b.recv_cq = qp->rcq ? attr->recv_cq : nullptr;
+  b.srq = qp->srq_obj ? attr->srq : nullptr;
   b.handle = qpn;
   b.qp_num = qpn;
   b.qp_type = qp->type;
@@ -303,10 +322,11 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
   set_state(qp, IBV_QPS_RESET);
   install_qp_ex_ops(qp);
 
-  qp->pd_obj->users.fetch_add(1);
-  qp->scq->users.fetch_add(1);
-  qp->rcq->users.fetch_add(1);
+  if (qp->pd_obj) qp->pd_obj->users.fetch_add(1);
+  if (qp->scq) qp->scq->users.fetch_add(1);
+  if (qp->rcq) qp->rcq->users.fetch_add(1);
   if (qp->srq_obj) qp->srq_obj->users.fetch_add(1);
+  if (qp->xrcd) qp->xrcd->users.fetch_add(1);
   {
     std::lock_guard g(ctx->objects_mu);
     ctx->qps[qpn] = qp;
@@ -318,6 +338,12 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
 }
 
 int modify_qp(Qp* qp, ibv_qp_attr* attr, int mask) {
+  if (is_opened_handle(qp)) return modify_opened(qp, attr, mask);
+  // As the kernel's uverbs does before checking the mask (modify_qp_mask()):
+  // each side of XRC ignores the other side's attributes, so applications
+  // may pass RC's masks (perftest does).
+  if (qp->type == IBV_QPT_XRC_SEND) mask &= ~(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  if (qp->type == IBV_QPT_XRC_RECV) mask &= ~(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY);
   std::lock_guard g(qp->sq_mu);
   absorb_remote_error_locked(qp);
   ibv_qp_state cur = qp->state();
@@ -355,6 +381,7 @@ int modify_qp(Qp* qp, ibv_qp_attr* attr, int mask) {
 }
 
 int query_qp(Qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init) {
+  if (is_opened_handle(qp)) return query_opened(qp, attr, mask, init);
   std::lock_guard g(qp->sq_mu);
   absorb_remote_error_locked(qp);
   *attr = qp->attr;
@@ -375,6 +402,7 @@ int query_qp(Qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init) {
 }
 
 int destroy_qp(Qp* qp) {
+  if (is_opened_handle(qp)) return close_opened(qp);
   // ibv_destroy_qp(3): it fails while the QP is attached to a multicast group.
   if (qp->mcast_groups.load() != 0) return EBUSY;
   Context* ctx = qp->ctx;
@@ -393,7 +421,7 @@ int destroy_qp(Qp* qp) {
   pthread_mutex_unlock(&qp->qp_base.mutex);
   // Completions of this QP may still wait in the send CQ: they must no
   // longer point at it.
-  {
+  if (qp->scq) {
     std::lock_guard p(qp->scq->produce_mu);
     for (LocalCqe& l : qp->scq->local)
       if (l.qp == qp) l.qp = nullptr;
@@ -401,10 +429,11 @@ int destroy_qp(Qp* qp) {
   if (!qp->srq_obj) qp->rq.release(arena);
   arena.free(qp->shared_off, sizeof(shm::QpShared));
   arena.give_qp_index(qp->index);
-  qp->pd_obj->users.fetch_sub(1);
-  qp->scq->users.fetch_sub(1);
-  qp->rcq->users.fetch_sub(1);
+  if (qp->pd_obj) qp->pd_obj->users.fetch_sub(1);
+  if (qp->scq) qp->scq->users.fetch_sub(1);
+  if (qp->rcq) qp->rcq->users.fetch_sub(1);
   if (qp->srq_obj) qp->srq_obj->users.fetch_sub(1);
+  if (qp->xrcd) qp->xrcd->users.fetch_sub(1);
   delete qp;
   return 0;
 }
@@ -440,9 +469,9 @@ void handle_qp_attention(Cq* cq) {
 }
 
 int post_recv(Qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
-  if (qp->srq_obj) {
+  if (qp->srq_obj || !qp->rq.shared()) {
     *bad = wr;
-    return EINVAL;  // receives of this QP go to its SRQ
+    return EINVAL;  // receives of this QP go to its SRQ; XRC QPs have no receive queue
   }
   ibv_qp_state st = qp->state();
   if (st == IBV_QPS_RESET) {
@@ -542,6 +571,7 @@ int post_send(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       w.length = 0;  // imm holds invalidate_rkey (a union in ibv_send_wr)
       w.num_sge = 0;
     }
+    if (qp->type == IBV_QPT_XRC_SEND) qp->sq_xrc_srqn[pos & qp->sq_mask] = wr->qp_type.xrc.remote_srqn;
     if (qp->type == IBV_QPT_UD) {
       Destination& d = qp->ud_dest(pos);
       d = Ah::from(wr->wr.ud.ah)->dest;

@@ -47,6 +47,11 @@ struct Qp : ibv_qp_ex {
   Cq* scq = nullptr;
   Cq* rcq = nullptr;
   Srq* srq_obj = nullptr;
+  struct Xrcd* xrcd = nullptr;  // XRC_RECV: its domain
+  // An ibv_open_qp handle (qp_open.cpp): the QP it names, and that QP's
+  // object when it lives in this process.
+  shm::QpShared* opened_shared = nullptr;
+  Qp* opened_from = nullptr;
   uint32_t index = 0;
   uint64_t shared_off = 0;
   shm::QpShared* shared = nullptr;
@@ -67,6 +72,7 @@ struct Qp : ibv_qp_ex {
   std::vector<uint8_t> sq_inline;    // cap.max_inline_data per slot
   std::vector<Destination> sq_ud;    // UD: each slot's destination (AH and WR)
   std::vector<uint8_t> odp_scratch;  // bytes of on-demand MRs in transit (requester.cpp)
+  std::vector<uint32_t> sq_xrc_srqn;   // XRC_SEND: each slot's remote SRQ number
   uint64_t sq_mask = 0;
   std::atomic<uint64_t> sq_head{0};
   uint64_t sq_exec = 0;
@@ -99,6 +105,13 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr);  // nullptr + errno
 int modify_qp(Qp* qp, ibv_qp_attr* attr, int mask);
 int query_qp(Qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init);
 int destroy_qp(Qp* qp);
+
+// ibv_open_qp handles on XRC_RECV QPs (qp_open.cpp).
+Qp* open_qp(Context* ctx, const ibv_qp_open_attr& attr);  // nullptr + errno
+bool is_opened_handle(const Qp* qp);
+int modify_opened(Qp* h, ibv_qp_attr* attr, int mask);
+int query_opened(Qp* h, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init);
+int close_opened(Qp* h);
 int post_send(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
 int post_recv(Qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
 

@@ -151,7 +151,16 @@ void unsupported(ibv_qp_ex* q) {
 }
 void wr_send_tso(ibv_qp_ex* q, void*, uint16_t, uint16_t) { unsupported(q); }
 void wr_atomic_write(ibv_qp_ex* q, uint32_t, uint64_t, const void*) { unsupported(q); }
-void wr_set_xrc_srqn(ibv_qp_ex* q, uint32_t) { unsupported(q); }
+
+void wr_set_xrc_srqn(ibv_qp_ex* q, uint32_t remote_srqn) {
+  Qp* qp = qp_of(q);
+  if (!qp->batch_cur) return;
+  if (qp->type != IBV_QPT_XRC_SEND) {
+    qp->batch_error = EINVAL;
+    return;
+  }
+  qp->sq_xrc_srqn[cur_pos(qp) & qp->sq_mask] = remote_srqn;
+}
 
 void wr_set_ud_addr(ibv_qp_ex* q, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
   Qp* qp = qp_of(q);

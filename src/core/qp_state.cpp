@@ -12,9 +12,10 @@ constexpr unsigned kPkey = IBV_QP_PKEY_INDEX, kPort = IBV_QP_PORT, kQkey = IBV_Q
                    kMig = IBV_QP_PATH_MIG_STATE, kSqd = IBV_QP_EN_SQD_ASYNC_NOTIFY,
                    kRate = IBV_QP_RATE_LIMIT;
 
-// Per-type masks for one transition, for the four types this device knows.
+// Per-type masks for one transition, for the types this device knows (xi:
+// XRC_SEND, the initiator; xt: XRC_RECV, the target), as Linux's table.
 struct ByType {
-  unsigned rc = 0, uc = 0, ud = 0, raw = 0;
+  unsigned rc = 0, uc = 0, ud = 0, raw = 0, xi = 0, xt = 0;
   unsigned of(ibv_qp_type t) const {
     switch (t) {
       case IBV_QPT_RC:
@@ -25,6 +26,10 @@ struct ByType {
         return ud;
       case IBV_QPT_RAW_PACKET:
         return raw;
+      case IBV_QPT_XRC_SEND:
+        return xi;
+      case IBV_QPT_XRC_RECV:
+        return xt;
       default:
         return 0;
     }
@@ -42,7 +47,10 @@ constexpr int kStates = IBV_QPS_ERR + 1;
 constexpr Row kTable[kStates][kStates] = {
     /* RESET */ {
         /* RESET */ {true, {}, {}},
-        /* INIT  */ {true, {kPkey | kPort | kAccess, kPkey | kPort | kAccess, kPkey | kPort | kQkey, kPort}, {}},
+        /* INIT  */ {true,
+                     {kPkey | kPort | kAccess, kPkey | kPort | kAccess, kPkey | kPort | kQkey, kPort,
+                      kPkey | kPort | kAccess, kPkey | kPort | kAccess},
+                     {}},
         /* RTR   */ {false, {}, {}},
         /* RTS   */ {false, {}, {}},
         /* SQD   */ {false, {}, {}},
@@ -53,10 +61,14 @@ constexpr Row kTable[kStates][kStates] = {
     },
     /* INIT */ {
         /* RESET */ {true, {}, {}},
-        /* INIT  */ {true, {}, {kPkey | kPort | kAccess, kPkey | kPort | kAccess, kPkey | kPort | kQkey, 0}},
+        /* INIT  */ {true, {},
+                     {kPkey | kPort | kAccess, kPkey | kPort | kAccess, kPkey | kPort | kQkey, 0,
+                      kPkey | kPort | kAccess, kPkey | kPort | kAccess}},
         /* RTR   */ {true,
-                     {kAv | kMtu | kDest | kRqPsn | kDestRd | kRnrTimer, kAv | kMtu | kDest | kRqPsn, 0, 0},
-                     {kAlt | kAccess | kPkey, kAlt | kAccess | kPkey, kPkey | kQkey, 0}},
+                     {kAv | kMtu | kDest | kRqPsn | kDestRd | kRnrTimer, kAv | kMtu | kDest | kRqPsn, 0, 0,
+                      kAv | kMtu | kDest | kRqPsn, kAv | kMtu | kDest | kRqPsn | kDestRd | kRnrTimer},
+                     {kAlt | kAccess | kPkey, kAlt | kAccess | kPkey, kPkey | kQkey, 0, kAlt | kAccess | kPkey,
+                      kAlt | kAccess | kPkey}},
         /* RTS   */ {false, {}, {}},
         /* SQD   */ {false, {}, {}},
         /* SQE   */ {false, {}, {}},
@@ -67,8 +79,10 @@ constexpr Row kTable[kStates][kStates] = {
         /* INIT  */ {false, {}, {}},
         /* RTR   */ {false, {}, {}},
         /* RTS   */ {true,
-                     {kTimeout | kRetry | kRnrRetry | kSqPsn | kRd, kSqPsn, kSqPsn, 0},
-                     {kCur | kAlt | kAccess | kRnrTimer | kMig, kCur | kAlt | kAccess | kMig, kCur | kQkey, kRate}},
+                     {kTimeout | kRetry | kRnrRetry | kSqPsn | kRd, kSqPsn, kSqPsn, 0,
+                      kTimeout | kRetry | kRnrRetry | kSqPsn | kRd, kTimeout | kSqPsn},
+                     {kCur | kAlt | kAccess | kRnrTimer | kMig, kCur | kAlt | kAccess | kMig, kCur | kQkey, kRate,
+                      kCur | kAlt | kAccess | kMig, kCur | kAlt | kAccess | kRnrTimer | kMig}},
         /* SQD   */ {false, {}, {}},
         /* SQE   */ {false, {}, {}},
         /* ERR   */ {true, {}, {}},
@@ -78,8 +92,9 @@ constexpr Row kTable[kStates][kStates] = {
         /* INIT  */ {false, {}, {}},
         /* RTR   */ {false, {}, {}},
         /* RTS   */ {true, {},
-                     {kCur | kAccess | kAlt | kMig | kRnrTimer, kCur | kAccess | kAlt | kMig, kCur | kQkey, kRate}},
-        /* SQD   */ {true, {}, {kSqd, kSqd, kSqd, 0}},
+                     {kCur | kAccess | kAlt | kMig | kRnrTimer, kCur | kAccess | kAlt | kMig, kCur | kQkey, kRate,
+                      kCur | kAccess | kAlt | kMig, kCur | kAccess | kAlt | kMig | kRnrTimer}},
+        /* SQD   */ {true, {}, {kSqd, kSqd, kSqd, 0, kSqd, kSqd}},
         /* SQE   */ {false, {}, {}},
         /* ERR   */ {true, {}, {}},
     },
@@ -88,11 +103,14 @@ constexpr Row kTable[kStates][kStates] = {
         /* INIT  */ {false, {}, {}},
         /* RTR   */ {false, {}, {}},
         /* RTS   */ {true, {},
-                     {kCur | kAlt | kAccess | kRnrTimer | kMig, kCur | kAlt | kAccess | kMig, kCur | kQkey, 0}},
+                     {kCur | kAlt | kAccess | kRnrTimer | kMig, kCur | kAlt | kAccess | kMig, kCur | kQkey, 0,
+                      kCur | kAlt | kAccess | kMig, kCur | kAlt | kAccess | kRnrTimer | kMig}},
         /* SQD   */ {true, {},
                      {kPort | kAv | kTimeout | kRetry | kRnrRetry | kRd | kDestRd | kAlt | kAccess | kPkey |
                           kRnrTimer | kMig,
-                      kAv | kAlt | kAccess | kPkey | kMig, kPkey | kQkey, 0}},
+                      kAv | kAlt | kAccess | kPkey | kMig, kPkey | kQkey, 0,
+                      kPort | kAv | kTimeout | kRetry | kRnrRetry | kRd | kAlt | kAccess | kPkey | kMig,
+                      kPort | kAv | kTimeout | kDestRd | kAlt | kAccess | kPkey | kRnrTimer | kMig}},
         /* SQE   */ {false, {}, {}},
         /* ERR   */ {true, {}, {}},
     },

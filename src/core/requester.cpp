@@ -78,7 +78,7 @@ void complete(Qp* qp, uint64_t pos, ibv_wc_status status) {
 void fail(Qp* qp, uint64_t pos, ibv_wc_status status) {
   SV_INFO("QP %#x: send WQE %lu completes with %s", qp->qp_base.qp_num, pos, ibv_wc_status_str(status));
   complete(qp, pos, status);
-  if (qp->type == IBV_QPT_RC)
+  if (is_reliable(qp->type))
     enter_error_locked(qp);
   else
     enter_send_queue_error_locked(qp);
@@ -175,6 +175,7 @@ Message message_for(Qp* qp, uint64_t pos, const SendWqe& w) {
   m.dst_qpn = d.qpn;
   m.qkey = d.qkey;
   m.imm = w.imm;
+  m.xrc_srqn = qp->type == IBV_QPT_XRC_SEND ? qp->sq_xrc_srqn[pos & qp->sq_mask] : 0;
   m.solicited = w.flags & IBV_SEND_SOLICITED;
   m.block_self_mcast = qp->block_self_mcast;
   m.dst = &d;
@@ -234,7 +235,7 @@ bool act_on_response(Qp* qp, uint64_t pos, Response r) {
       complete(qp, pos, IBV_WC_SUCCESS);
       return true;
     case Outcome::kNoResponse: {
-      if (qp->type != IBV_QPT_RC) {
+      if (!is_reliable(qp->type)) {
         complete(qp, pos, IBV_WC_SUCCESS);
         return true;
       }
@@ -314,7 +315,7 @@ bool execute_next(Qp* qp) {
     return act_on_response(qp, pos, r);
   }
   return act_on_response(qp, pos,
-                         Response{qp->type == IBV_QPT_RC ? Outcome::kNoResponse : Outcome::kDropped, 0});
+                         Response{is_reliable(qp->type) ? Outcome::kNoResponse : Outcome::kDropped, 0});
 }
 
 }  // namespace

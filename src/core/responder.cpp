@@ -24,7 +24,7 @@ bool can_receive(uint32_t state) {
 
 // No answer for RC (the requester will time out), silent loss otherwise.
 Response lost(const Message& m) {
-  return Response{m.qp_type == IBV_QPT_RC ? Outcome::kNoResponse : Outcome::kDropped, 0};
+  return Response{is_reliable(m.qp_type) ? Outcome::kNoResponse : Outcome::kDropped, 0};
 }
 
 const shm::MrEntry* mr_table(const shm::Peer& owner) {
@@ -89,31 +89,46 @@ class Scatter {
 void flag_target_error(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t,
                        std::optional<ibv_event_type> event) {
   if (t.remote_error.exchange(1)) return;
-  if (shm::CqShared* cq = peer_cq(owner, t.recv_cq_off)) cq->attention.store(1, std::memory_order_release);
+  // (An XRC_RECV QP has no CQ: its owner sees the error at its next call on it.)
+  if (t.recv_cq_off)
+    if (shm::CqShared* cq = peer_cq(owner, t.recv_cq_off)) cq->attention.store(1, std::memory_order_release);
   if (event) raise_async(peers, owner, t.ctx_index, *event, shm::kAsyncQp, t.qpn);
-}
-
-void complete_receive(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const shm::CqeFields& c) {
-  shm::CqShared* cq = peer_cq(owner, t.recv_cq_off);
-  if (!cq) return;
-  if (!push_shared(peers, owner, cq, c) && !cq->overrun.exchange(1))
-    raise_async(peers, owner, t.ctx_index, IBV_EVENT_CQ_ERR, shm::kAsyncCq, cq->cq_id);
-}
-
-// An rkey check: the MR exists, belongs to the QP's PD, allows `access`,
-// covers the range, and the QP allows remote `access` too.
-bool check_rkey(const shm::Peer& owner, const shm::QpShared& t, uint32_t rkey, uint64_t addr, uint64_t len,
-                unsigned access, MrView* v) {
-  if (!(t.access_flags & access)) return false;
-  const shm::MrEntry* table = mr_table(owner);
-  if (!table || !read_mr(table, rkey, v) || v->pd != t.pd || !(v->access & access) || !v->covers(addr, len))
-    return false;
-  // A type 2 memory window is reached only through the QP it is bound to.
-  return shm::mw_type(v->mw) != IBV_MW_TYPE_2 || shm::mw_qpn(v->mw) == (t.qpn & 0xffffff);
 }
 
 shm::RecvQueueShared* receive_queue(const shm::Peer& owner, const shm::QpShared& t) {
   return peer_recv_queue(owner, t.srq_off ? t.srq_off : t.rq_off);
+}
+
+// Where a message's receive side is: the QP's own receive queue (or SRQ), CQ,
+// PD and memory; for an XRC_RECV QP, those of the XRC SRQ the message names,
+// whose process (`mem`) may be another process of the domain.
+struct Rx {
+  const shm::Peer* mem;  // the process whose queue, CQ and memory these are
+  const shm::QpShared* t;
+  shm::RecvQueueShared* xrc_srq;  // null: the QP's own
+  uint64_t cq_off;
+  uint32_t pd;
+  uint32_t ctx_index;  // for the CQ's async events
+  shm::RecvQueueShared* queue() const { return xrc_srq ? xrc_srq : receive_queue(*mem, *t); }
+};
+
+void complete_receive(shm::PeerTable& peers, const Rx& rx, const shm::CqeFields& c) {
+  shm::CqShared* cq = rx.cq_off ? peer_cq(*rx.mem, rx.cq_off) : nullptr;
+  if (!cq) return;
+  if (!push_shared(peers, *rx.mem, cq, c) && !cq->overrun.exchange(1))
+    raise_async(peers, *rx.mem, rx.ctx_index, IBV_EVENT_CQ_ERR, shm::kAsyncCq, cq->cq_id);
+}
+
+// An rkey check: the MR exists, belongs to the QP's PD (XRC: the SRQ's),
+// allows `access`, covers the range, and the QP allows remote `access` too.
+bool check_rkey(const shm::Peer& owner, const shm::QpShared& t, const Rx& rx, uint32_t rkey, uint64_t addr,
+                uint64_t len, unsigned access, MrView* v) {
+  if (!(t.access_flags & access)) return false;
+  const shm::MrEntry* table = mr_table(owner);
+  if (!table || !read_mr(table, rkey, v) || v->pd != rx.pd || !(v->access & access) || !v->covers(addr, len))
+    return false;
+  // A type 2 memory window is reached only through the QP it is bound to.
+  return shm::mw_type(v->mw) != IBV_MW_TYPE_2 || shm::mw_qpn(v->mw) == (t.qpn & 0xffffff);
 }
 
 // An armed SRQ whose queued WQEs fell below its limit tells its owner once.
@@ -146,24 +161,25 @@ shm::CqeFields receive_cqe(const shm::QpShared& t, const Message& m, const RecvW
   return c;
 }
 
-Response respond_send(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Message& m) {
+Response respond_send(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Rx& rx,
+                      const Message& m) {
   // SEND with Invalidate names a type 2 window bound to this QP; any other
   // rkey makes the request invalid (checked before a receive is consumed).
-  if (m.opcode == IBV_WR_SEND_WITH_INV && !may_remote_invalidate(owner, t, m.imm)) {
+  if (m.opcode == IBV_WR_SEND_WITH_INV && !may_remote_invalidate(*rx.mem, t.qpn, rx.pd, m.imm)) {
     SV_INFO("responder QP %#x: SEND with invalidate of rkey %#x refused", t.qpn, m.imm);
     if (m.qp_type == IBV_QPT_UC) return Response{Outcome::kDropped, 0};
     flag_target_error(peers, owner, t, IBV_EVENT_QP_REQ_ERR);
     return Response{Outcome::kRemoteInvalid, 0};
   }
-  shm::RecvQueueShared* q = receive_queue(owner, t);
+  shm::RecvQueueShared* q = rx.queue();
   RecvWqeCopy w;
-  if (!q || !take_recv_wqe(owner, q, &w, m.conn ? &m.conn->ahead : nullptr)) {
-    if (m.qp_type == IBV_QPT_RC) return Response{Outcome::kRnr, static_cast<uint8_t>(t.min_rnr_timer)};
+  if (!q || !take_recv_wqe(*rx.mem, q, &w, m.conn ? &m.conn->ahead : nullptr)) {
+    if (is_reliable(m.qp_type)) return Response{Outcome::kRnr, static_cast<uint8_t>(t.min_rnr_timer)};
     return Response{Outcome::kDropped, 0};
   }
   shm::CqeFields c = receive_cqe(t, m, w);
   // The receive buffers belong to the queue's PD (an SRQ's may differ from the QP's).
-  Scatter s(owner, q->pd, w);
+  Scatter s(*rx.mem, q->pd, w);
   bool ok = true;
   if (m.qp_type == IBV_QPT_UD) {
     uint8_t grh[kGrhBytes];
@@ -177,9 +193,9 @@ Response respond_send(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShar
   }
   for (uint32_t i = 0; ok && i < m.num_pieces; ++i) ok = s.put(m.pieces[i].addr, m.pieces[i].len);
   if (!ok) c.status = s.status();
-  if (ok && m.opcode == IBV_WR_SEND_WITH_INV) remote_invalidate(owner, m.imm);
-  complete_receive(peers, owner, t, c);
-  check_srq_limit(peers, owner, q);
+  if (ok && m.opcode == IBV_WR_SEND_WITH_INV) remote_invalidate(*rx.mem, m.imm);
+  complete_receive(peers, rx, c);
+  check_srq_limit(peers, *rx.mem, q);
   if (ok) return Response{Outcome::kAck, 0};
   SV_INFO("responder QP %#x: receive WQE failed with %s", t.qpn, ibv_wc_status_str(s.status()));
   if (m.qp_type == IBV_QPT_UD) return Response{Outcome::kAck, 0};  // UD: only the receiver sees it
@@ -188,26 +204,27 @@ Response respond_send(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShar
   return Response{s.status() == IBV_WC_LOC_LEN_ERR ? Outcome::kRemoteInvalid : Outcome::kRemoteOperational, 0};
 }
 
-Response respond_write(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Message& m) {
+Response respond_write(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Rx& rx,
+                       const Message& m) {
   // WRITE with immediate consumes a receive WQE: check for one first, so an
   // RNR leaves the target memory untouched.
   shm::RecvQueueShared* q = nullptr;
   RecvWqeCopy w;
   bool with_imm = m.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
   if (with_imm) {
-    q = receive_queue(owner, t);
-    if (!q || !take_recv_wqe(owner, q, &w, m.conn ? &m.conn->ahead : nullptr)) {
-      if (m.qp_type == IBV_QPT_RC) return Response{Outcome::kRnr, static_cast<uint8_t>(t.min_rnr_timer)};
+    q = rx.queue();
+    if (!q || !take_recv_wqe(*rx.mem, q, &w, m.conn ? &m.conn->ahead : nullptr)) {
+      if (is_reliable(m.qp_type)) return Response{Outcome::kRnr, static_cast<uint8_t>(t.min_rnr_timer)};
       return Response{Outcome::kDropped, 0};
     }
   }
   bool ok = true;
   if (m.length) {
     MrView v;
-    ok = check_rkey(owner, t, m.rkey, m.remote_addr, m.length, IBV_ACCESS_REMOTE_WRITE, &v);
+    ok = check_rkey(*rx.mem, t, rx, m.rkey, m.remote_addr, m.length, IBV_ACCESS_REMOTE_WRITE, &v);
     uint64_t at = m.remote_addr;
     for (uint32_t i = 0; ok && i < m.num_pieces; ++i) {
-      ok = write_to_mr(owner, v, at, m.pieces[i].addr, m.pieces[i].len);
+      ok = write_to_mr(*rx.mem, v, at, m.pieces[i].addr, m.pieces[i].len);
       at += m.pieces[i].len;
     }
   }
@@ -220,8 +237,8 @@ Response respond_write(shm::PeerTable& peers, const shm::Peer& owner, shm::QpSha
   if (with_imm) {
     shm::CqeFields c = receive_cqe(t, m, w);
     c.byte_len = static_cast<uint32_t>(m.length);
-    complete_receive(peers, owner, t, c);
-    check_srq_limit(peers, owner, q);
+    complete_receive(peers, rx, c);
+    check_srq_limit(peers, *rx.mem, q);
   }
   return Response{Outcome::kAck, 0};
 }
@@ -236,15 +253,16 @@ Response refuse_without_resources(shm::PeerTable& peers, const shm::Peer& owner,
   return Response{Outcome::kRemoteInvalid, 0};
 }
 
-Response respond_read(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Message& m) {
+Response respond_read(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Rx& rx,
+                      const Message& m) {
   if (t.max_dest_rd_atomic == 0) return refuse_without_resources(peers, owner, t, m);
   bool ok = true;
   if (m.length) {
     MrView v;
-    ok = check_rkey(owner, t, m.rkey, m.remote_addr, m.length, IBV_ACCESS_REMOTE_READ, &v);
+    ok = check_rkey(*rx.mem, t, rx, m.rkey, m.remote_addr, m.length, IBV_ACCESS_REMOTE_READ, &v);
     uint64_t at = m.remote_addr;
     for (uint32_t i = 0; ok && i < m.num_sink; ++i) {
-      ok = read_from_mr(owner, v, at, m.sink[i].addr, m.sink[i].len);
+      ok = read_from_mr(*rx.mem, v, at, m.sink[i].addr, m.sink[i].len);
       at += m.sink[i].len;
     }
   }
@@ -254,7 +272,8 @@ Response respond_read(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShar
   return Response{Outcome::kRemoteAccess, 0};
 }
 
-Response respond_atomic(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Message& m) {
+Response respond_atomic(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Rx& rx,
+                        const Message& m) {
   if (t.max_dest_rd_atomic == 0) return refuse_without_resources(peers, owner, t, m);
   if (m.remote_addr % 8) {  // atomics work on naturally aligned 64-bit words
     flag_target_error(peers, owner, t, IBV_EVENT_QP_REQ_ERR);
@@ -262,8 +281,8 @@ Response respond_atomic(shm::PeerTable& peers, const shm::Peer& owner, shm::QpSh
   }
   MrView v;
   uint64_t original = 0;
-  if (!check_rkey(owner, t, m.rkey, m.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC, &v) ||
-      !atomic_on_mr(owner, *peers.registry().header(), v, m.remote_addr, m.opcode, m.compare_add, m.swap,
+  if (!check_rkey(*rx.mem, t, rx, m.rkey, m.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC, &v) ||
+      !atomic_on_mr(*rx.mem, *peers.registry().header(), v, m.remote_addr, m.opcode, m.compare_add, m.swap,
                     &original)) {
     SV_INFO("responder QP %#x: atomic rkey %#x at %#lx refused", t.qpn, m.rkey, m.remote_addr);
     flag_target_error(peers, owner, t, IBV_EVENT_QP_ACCESS_ERR);
@@ -280,11 +299,23 @@ Response respond_atomic(shm::PeerTable& peers, const shm::Peer& owner, shm::QpSh
   return Response{Outcome::kAck, 0};
 }
 
+// The SRQ `srqn` of `owner` (the process its number names), or nullptr.
+shm::RecvQueueShared* srq_of(const shm::Peer& owner, uint32_t srqn) {
+  uint32_t idx = shm::qpn_index(srqn);
+  if (idx >= shm::kMaxSrqs) return nullptr;
+  auto* e = owner.at<shm::SrqSlotEntry>(owner.header()->srq_table + uint64_t{idx} * sizeof(shm::SrqSlotEntry));
+  if (!e || e->srqn.load(std::memory_order_acquire) != srqn) return nullptr;
+  shm::RecvQueueShared* q = peer_recv_queue(owner, e->shared_off.load(std::memory_order_acquire));
+  return q && q->srqn == srqn ? q : nullptr;
+}
+
 }  // namespace
 
 Response respond(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Message& m) {
   uint32_t state = t.state.load(std::memory_order_acquire);
-  if (!can_receive(state) || t.type != static_cast<uint32_t>(m.qp_type)) return lost(m);
+  const bool xrc = t.type == IBV_QPT_XRC_RECV;
+  if (!can_receive(state) || (xrc ? m.qp_type != IBV_QPT_XRC_SEND : t.type != static_cast<uint32_t>(m.qp_type)))
+    return lost(m);
   if (t.remote_error.load(std::memory_order_relaxed)) return lost(m);
   // The first message to reach a QP that is still in RTR tells its owner
   // that the connection is up (IBV_EVENT_COMM_EST), as a NIC does.
@@ -295,19 +326,33 @@ Response respond(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t
   } else if (t.dest_qpn != m.src_qpn) {
     return lost(m);  // not connected to us
   }
+  Rx rx{&owner, &t, nullptr, t.recv_cq_off, t.pd, t.ctx_index};
+  if (xrc) {
+    // The SRQ the message names (in any process of the host) must be of
+    // the QP's XRC domain; it then takes the place of the QP's receive
+    // queue, CQ, PD and memory.
+    const shm::Peer* srq_owner = peers.get(shm::qpn_slot(m.xrc_srqn));
+    shm::RecvQueueShared* q = srq_owner ? srq_of(*srq_owner, m.xrc_srqn) : nullptr;
+    if (!q || !q->xrcd_id || q->xrcd_id != t.xrcd_id) {
+      SV_INFO("responder XRC QP %#x: SRQ %#x is not of its domain", t.qpn, m.xrc_srqn);
+      flag_target_error(peers, owner, t, IBV_EVENT_QP_REQ_ERR);
+      return Response{Outcome::kRemoteInvalid, 0};
+    }
+    rx = Rx{srq_owner, &t, q, q->cq_off, q->pd, q->ctx_index};
+  }
   switch (m.opcode) {
     case IBV_WR_SEND:
     case IBV_WR_SEND_WITH_IMM:
     case IBV_WR_SEND_WITH_INV:
-      return respond_send(peers, owner, t, m);
+      return respond_send(peers, owner, t, rx, m);
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
-      return respond_write(peers, owner, t, m);
+      return respond_write(peers, owner, t, rx, m);
     case IBV_WR_RDMA_READ:
-      return respond_read(peers, owner, t, m);
+      return respond_read(peers, owner, t, rx, m);
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
-      return respond_atomic(peers, owner, t, m);
+      return respond_atomic(peers, owner, t, rx, m);
     default:
       return Response{Outcome::kRemoteInvalid, 0};
   }

@@ -2,11 +2,13 @@
 
 #include <cerrno>
 
+#include "core/cq.h"
 #include "core/limits.h"
+#include "core/xrcd.h"
 
 namespace sv {
 
-Srq* create_srq(Pd* pd, ibv_srq_init_attr* attr) {
+Srq* create_srq(Pd* pd, ibv_srq_init_attr* attr, Xrcd* xrcd, Cq* cq) {
   ibv_srq_attr& a = attr->attr;
   if (a.max_wr == 0 || a.max_wr > limits::kMaxSrqWr || a.max_sge == 0 || a.max_sge > limits::kMaxSrqSge ||
       a.srq_limit > a.max_wr) {
@@ -32,6 +34,14 @@ Srq* create_srq(Pd* pd, ibv_srq_init_attr* attr) {
     return nullptr;
   }
   srq->rq.shared()->srqn = srq->srqn;
+  if (xrcd) {
+    srq->xrcd = xrcd;
+    srq->cq = cq;
+    srq->rq.shared()->xrcd_id = xrcd->id;
+    srq->rq.shared()->cq_off = cq->shared_off;
+    xrcd->users.fetch_add(1);
+    cq->users.fetch_add(1);
+  }
   srq->rq.shared()->limit.store(a.srq_limit, std::memory_order_release);
   srq->max_wr = srq->rq.capacity();
   srq->max_sge = a.max_sge;
@@ -88,6 +98,10 @@ int destroy_srq(Srq* srq) {
   srq->rq.release(arena);
   arena.give_srq_index(srq->index);
   srq->pd_obj->users.fetch_sub(1);
+  if (srq->xrcd) {
+    srq->xrcd->users.fetch_sub(1);
+    srq->cq->users.fetch_sub(1);
+  }
   delete srq;
   return 0;
 }

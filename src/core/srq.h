@@ -14,6 +14,8 @@ struct Srq : ibv_srq {
   static Srq* from(ibv_srq* s) { return static_cast<Srq*>(s); }
   Context* ctx = nullptr;
   Pd* pd_obj = nullptr;
+  struct Xrcd* xrcd = nullptr;  // XRC SRQs: their domain
+  struct Cq* cq = nullptr;      // XRC SRQs: where their receive completions go
   uint32_t srqn = 0;
   uint32_t index = 0;
   RecvQueue rq;
@@ -23,7 +25,9 @@ struct Srq : ibv_srq {
 };
 
 // ibv_create_srq: attr->max_wr / max_sge are rounded up and written back.
-Srq* create_srq(Pd* pd, ibv_srq_init_attr* attr);  // nullptr + errno
+// With `xrcd` (and its `cq`), an XRC SRQ of that domain.
+Srq* create_srq(Pd* pd, ibv_srq_init_attr* attr, struct Xrcd* xrcd = nullptr,
+                struct Cq* cq = nullptr);  // nullptr + errno
 int modify_srq(Srq* srq, ibv_srq_attr* attr, int mask);
 int query_srq(Srq* srq, ibv_srq_attr* attr);
 int destroy_srq(Srq* srq);

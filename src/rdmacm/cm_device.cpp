@@ -1,6 +1,7 @@
 // Device table of the connection manager (see cm_device.hpp).
 #include "cm_device.hpp"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 
 #include <unistd.h>
@@ -113,6 +114,18 @@ ibv_pd* default_pd(Device* device) {
   std::lock_guard lock(pd_mutex);
   if (!device->pd) device->pd = ibv_alloc_pd(device->context);
   return device->pd;
+}
+
+ibv_xrcd* default_xrcd(Device* device) {
+  std::lock_guard lock(pd_mutex);
+  if (!device->xrcd) {
+    ibv_xrcd_init_attr attr{};
+    attr.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+    attr.fd = -1;
+    attr.oflags = O_CREAT;
+    device->xrcd = ibv_open_xrcd(device->context, &attr);
+  }
+  return device->xrcd;
 }
 
 Device* first_device() {

@@ -13,6 +13,7 @@ namespace softverbs::rdmacm {
 struct Device {
   ibv_context* context = nullptr;
   ibv_pd* pd = nullptr;  // the default PD, allocated on first use
+  ibv_xrcd* xrcd = nullptr;  // the XRC domain of XRC ids, opened on first use
   uint8_t max_initiator_depth = 0;
   uint8_t max_responder_resources = 0;
   ibv_mtu active_mtu = IBV_MTU_1024;
@@ -30,6 +31,10 @@ bool find_device(const sockaddr* addr, Device** device, int* gid_index);
 // The default PD of `device` (one per device, as the man page says);
 // nullptr with errno on failure.
 ibv_pd* default_pd(Device* device);
+
+// The device's XRC domain for ids that bring none (as rdma-core's
+// ucma_get_xrcd: an anonymous one, opened once); nullptr with errno.
+ibv_xrcd* default_xrcd(Device* device);
 
 // Any device (the first), for ids bound to a wildcard address that need one.
 Device* first_device();

@@ -3,6 +3,8 @@
 // transitions the connection manager performs for the user.
 #include "cm_qp.hpp"
 
+#include "cm_device.hpp"
+
 #include <rdma/rdma_cma.h>
 
 #include <cerrno>
@@ -17,6 +19,8 @@ namespace {
 bool is_ud(const Id* id) { return id->pub.qp_type == IBV_QPT_UD; }
 
 void destroy_cm_cqs(rdma_cm_id* id) {
+  // An XRC id's receive CQ serves its SRQ: it goes with the SRQ (as in librdmacm).
+  if (id->qp_type == IBV_QPT_XRC_RECV && id->srq) return;
   if (id->recv_cq) {
     ibv_destroy_cq(id->recv_cq);
     if (id->send_cq && id->send_cq != id->recv_cq) ibv_destroy_cq(id->send_cq);
@@ -97,9 +101,13 @@ int create_qp(Id* id, ibv_qp_init_attr_ex* attr) {
   if ((cm->recv_cq && attr->recv_cq && cm->recv_cq != attr->recv_cq) ||
       (cm->send_cq && attr->send_cq && cm->send_cq != attr->send_cq))
     return fail(EINVAL);
-  if (cm->qp_type == IBV_QPT_XRC_RECV || attr->qp_type == IBV_QPT_XRC_RECV ||
-      attr->qp_type == IBV_QPT_XRC_SEND)
-    return fail(EOPNOTSUPP);  // XRC domains are not implemented yet
+  // An XRC_RECV id without a domain gets the device's (as librdmacm does).
+  if (cm->qp_type == IBV_QPT_XRC_RECV && (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd)) {
+    Device* dev = device_of(cm->verbs);
+    attr->xrcd = dev ? default_xrcd(dev) : nullptr;
+    if (!attr->xrcd) return -1;
+    attr->comp_mask |= IBV_QP_INIT_ATTR_XRCD;
+  }
 
   const bool had_send_cq = cm->send_cq != nullptr;
   const bool had_recv_cq = cm->recv_cq != nullptr;
@@ -174,7 +182,8 @@ int qp_attributes_for(Id* id, ibv_qp_attr* qp_attr, int* qp_attr_mask) {
       qp_attr->dest_qp_num = id->remote_qpn;
       qp_attr->rq_psn = id->remote_psn;
       mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-      if (id->pub.qp_type == IBV_QPT_RC) {
+      // As the kernel's IB CM (cm_init_qp_rtr_attr): the responders of RC and XRC.
+      if (id->pub.qp_type == IBV_QPT_RC || id->pub.qp_type == IBV_QPT_XRC_RECV) {
         qp_attr->max_dest_rd_atomic = id->responder_resources;
         qp_attr->min_rnr_timer = 0;  // what the kernel's IB CM sets
         mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
@@ -186,10 +195,12 @@ int qp_attributes_for(Id* id, ibv_qp_attr* qp_attr, int* qp_attr_mask) {
       if (is_ud(id)) break;
       if (!id->connected_info) return fail(EINVAL);
       qp_attr->timeout = id->ack_timeout;
+      mask |= IBV_QP_TIMEOUT;
+      if (id->pub.qp_type == IBV_QPT_XRC_RECV) break;  // it sends nothing (cm_init_qp_rts_attr)
       qp_attr->retry_cnt = id->retry_count;
       qp_attr->rnr_retry = id->rnr_retry_count;
       qp_attr->max_rd_atomic = id->initiator_depth;
-      mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+      mask |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
       break;
     default:
       return fail(EINVAL);
@@ -273,13 +284,37 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_create_srq_ex(struct rdma_cm_id* cm_
   if (!cm_id || !attr) return fail(EINVAL);
   if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE)) return fail(EINVAL);
   if (!cm_id->verbs) return fail(EINVAL);
-  if (attr->srq_type != IBV_SRQT_BASIC) return fail(EOPNOTSUPP);  // XRC: not yet
   if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd) {
     attr->pd = cm_id->pd;
     attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
   }
+  // An XRC SRQ without a domain or CQ gets the device's domain and the id's
+  // receive CQ (created now if there is none), as librdmacm does.
+  bool made_cqs = false;
+  if (attr->srq_type == IBV_SRQT_XRC) {
+    if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd) {
+      Device* dev = device_of(cm_id->verbs);
+      attr->xrcd = dev ? default_xrcd(dev) : nullptr;
+      if (!attr->xrcd) return -1;
+    }
+    if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq) {
+      if (!cm_id->recv_cq) {
+        if (create_cm_cqs(cm_id, 0, attr->attr.max_wr) != 0) return -1;
+        made_cqs = true;
+      }
+      attr->cq = cm_id->recv_cq;
+    }
+    attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+  }
   ibv_srq* srq = ibv_create_srq_ex(cm_id->verbs, attr);
-  if (!srq) return -1;
+  if (!srq) {
+    if (made_cqs) {
+      int err = errno;
+      destroy_cm_cqs(cm_id);
+      errno = err;
+    }
+    return -1;
+  }
   if (!cm_id->pd) cm_id->pd = attr->pd;
   cm_id->srq = srq;
   return 0;

@@ -88,6 +88,32 @@ struct McastTable {
 // RDMA atomic of the host, as IBV_ATOMIC_HCA promises.
 inline constexpr uint32_t kAtomicLockStripes = 64;
 
+// XRC domains of the host (ibv_open_xrcd): one entry per domain, keyed by
+// the inode of the file that names it (or by nothing, for a domain opened
+// without a file: only its opener ever finds it). Members are processes
+// (shared_lock.h holder words), one per open; a domain lives while one of
+// them does. An XRC SRQ and an XRC_RECV QP carry the domain's id, and the
+// responder delivers only when the two ids agree.
+inline constexpr uint32_t kMaxXrcds = 64;
+inline constexpr uint32_t kMaxXrcdMembers = 32;
+
+struct XrcdEntry {
+  uint64_t dev, ino;        // the naming file; 0, 0 for an anonymous domain
+  uint32_t generation;      // bumped when the entry is reused: part of the id
+  uint32_t anonymous;
+  std::atomic<uint32_t> members[kMaxXrcdMembers];  // holder words, 0 = empty
+};
+
+struct XrcdTable {
+  pthread_mutex_t lock;  // robust
+  XrcdEntry entries[kMaxXrcds];
+};
+
+// A domain's id: never 0, unique among the domains that exist at once.
+inline constexpr uint64_t xrcd_id(uint32_t index, uint32_t generation) {
+  return uint64_t{generation} << 32 | (index + 1);
+}
+
 struct RegistryHeader {
   uint64_t magic;
   uint32_t version;
@@ -97,6 +123,7 @@ struct RegistryHeader {
   ProcSlot procs[kMaxProcs];
   McastTable mcast;
   pthread_mutex_t atomic_locks[kAtomicLockStripes];  // robust
+  XrcdTable xrcds;
 };
 static_assert(offsetof(RegistryHeader, procs) == 4096);
 
@@ -327,6 +354,8 @@ struct alignas(64) RecvQueueShared {
   uint32_t pd;
   uint32_t ctx_index;
   uint32_t reserved;
+  uint64_t xrcd_id;     // XRC SRQs: their domain (XrcdTable), else 0
+  uint64_t cq_off;      // XRC SRQs: the CqShared their receive completions go to
 
   alignas(64) std::atomic<uint64_t> head;  // consumers: CAS
 
@@ -358,6 +387,7 @@ struct alignas(64) QpShared {
   uint64_t recv_cq_off;   // CqShared
   std::atomic<uint32_t> remote_error;  // a peer's responder flagged an error
   std::atomic<uint32_t> established;   // a message arrived: COMM_EST was raised
+  uint64_t xrcd_id;  // XRC_RECV QPs: their domain; messages go to that domain's SRQs
 };
 
 }  // namespace sv::shm

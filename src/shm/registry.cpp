@@ -88,6 +88,7 @@ Registry* Registry::open_or_create() {
     hdr->node_guid = host_node_guid();
     robust_mutex_init(&hdr->mcast.lock);
     for (pthread_mutex_t& m : hdr->atomic_locks) robust_mutex_init(&m);
+    robust_mutex_init(&hdr->xrcds.lock);
     std::atomic_thread_fence(std::memory_order_release);
     hdr->magic = kRegistryMagic;
   }

@@ -41,7 +41,7 @@ bool cached_target_valid(const Connection& c, uint32_t qpn) {
 Response ShmTransport::deliver_to_qp(const Message& m) {
   Connection* c = m.conn;
   if (c && cached_target_valid(*c, m.dst_qpn)) return respond(host_.peers(), *c->owner, *c->target, m);
-  const Response lost{m.qp_type == IBV_QPT_RC ? Outcome::kNoResponse : Outcome::kDropped, 0};
+  const Response lost{is_reliable(m.qp_type) ? Outcome::kNoResponse : Outcome::kDropped, 0};
   const shm::Peer* owner = host_.peers().get(shm::qpn_slot(m.dst_qpn));
   if (!owner) return lost;  // no such process, or it died
   uint32_t idx = shm::qpn_index(m.dst_qpn);

@@ -30,6 +30,10 @@ ibv_mr* reg_dm_mr_op(ibv_pd*, ibv_dm*, uint64_t, size_t, unsigned int);
 ibv_mw* alloc_mw_op(ibv_pd*, ibv_mw_type);
 int bind_mw_op(ibv_qp*, ibv_mw*, ibv_mw_bind*);
 int dealloc_mw_op(ibv_mw*);
+ibv_xrcd* open_xrcd_op(ibv_context*, ibv_xrcd_init_attr*);
+int close_xrcd_op(ibv_xrcd*);
+int get_srq_num_op(ibv_srq*, uint32_t*);
+ibv_qp* open_qp_op(ibv_context*, ibv_qp_open_attr*);
 
 namespace {
 
@@ -114,12 +118,12 @@ void install_context_ops(ibv_context* ctx) {
   v->ABI_placeholder2 = placeholder;
   v->ibv_create_flow = unsupported_ptr<ibv_flow, ibv_qp*, ibv_flow_attr*>;
   v->ABI_placeholder1 = placeholder;
-  v->open_qp = unsupported_ptr<ibv_qp, ibv_context*, ibv_qp_open_attr*>;
+  v->open_qp = open_qp_op;
   v->create_qp_ex = create_qp_ex_op;
-  v->get_srq_num = unsupported_int<int, ibv_srq*, uint32_t*>;
+  v->get_srq_num = get_srq_num_op;
   v->create_srq_ex = create_srq_ex_op;
-  v->open_xrcd = unsupported_ptr<ibv_xrcd, ibv_context*, ibv_xrcd_init_attr*>;
-  v->close_xrcd = unsupported_int<int, ibv_xrcd*>;
+  v->open_xrcd = open_xrcd_op;
+  v->close_xrcd = close_xrcd_op;
 }
 
 }  // namespace sv::abi

@@ -1,5 +1,7 @@
 // Shared receive queues.
+#include "core/cq.h"
 #include "core/srq.h"
+#include "core/xrcd.h"
 #include "util/raw_enum.h"
 #include "verbs/abi.h"
 
@@ -17,10 +19,21 @@ ibv_srq* create_srq_ex_op(ibv_context* context, ibv_srq_init_attr_ex* a) {
   if (a->comp_mask & ~kKnown) return fail_ptr<ibv_srq>(EINVAL);
   if (!(a->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !a->pd) return fail_ptr<ibv_srq>(EINVAL);
   int type = (a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? raw_enum(a->srq_type) : IBV_SRQT_BASIC;
-  if (type == IBV_SRQT_XRC || type == IBV_SRQT_TM) return fail_ptr<ibv_srq>(EOPNOTSUPP);
-  if (type != IBV_SRQT_BASIC) return fail_ptr<ibv_srq>(EINVAL);
+  if (type == IBV_SRQT_TM) return fail_ptr<ibv_srq>(EOPNOTSUPP);
+  if (type != IBV_SRQT_BASIC && type != IBV_SRQT_XRC) return fail_ptr<ibv_srq>(EINVAL);
+  // An XRC SRQ needs its domain and the CQ its receive completions go to.
+  Xrcd* xrcd = nullptr;
+  Cq* cq = nullptr;
+  if (type == IBV_SRQT_XRC) {
+    if (!(a->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !a->xrcd || !(a->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !a->cq ||
+        a->xrcd->context != context || a->cq->context != context)
+      return fail_ptr<ibv_srq>(EINVAL);
+    xrcd = Xrcd::from(a->xrcd);
+    cq = Cq::from(a->cq);
+  }
   ibv_srq_init_attr basic{a->srq_context, a->attr};
-  ibv_srq* srq = guarded<ibv_srq*>(nullptr, [&]() -> ibv_srq* { return create_srq(Pd::from(a->pd), &basic); });
+  ibv_srq* srq =
+      guarded<ibv_srq*>(nullptr, [&]() -> ibv_srq* { return create_srq(Pd::from(a->pd), &basic, xrcd, cq); });
   if (srq) a->attr = basic.attr;
   return srq;
 }

@@ -12,6 +12,7 @@ set(CM_CASES
   "cmtime_50|listen:19807|cmtime -p 19807 -c 50|cmtime -s 127.0.0.1 -p 19807 -c 50|connect"
   "rdma_server_client|listen:19808|rdma_server -p 19808|rdma_client -s 127.0.0.1 -p 19808|rdma_client: end 0"
   "rdma_xserver_xclient|listen:19809|rdma_xserver -p 19809 -c r|rdma_xclient -s 127.0.0.1 -p 19809 -c r|rdma_xclient: end 0"
+  "rdma_xserver_xclient_xrc|listen:19813|rdma_xserver -p 19813 -c x|rdma_xclient -s 127.0.0.1 -p 19813 -c x|rdma_xclient: end 0"
   "mckey|output:receiving data transfers|mckey -m 224.0.0.81 -C 10|mckey -m 224.0.0.81 -s -C 10|data transfers complete"
   "mckey_no_loopback|output:receiving data transfers|mckey -m 224.0.0.83 -C 10|mckey -m 224.0.0.83 -s -l -C 10|data transfers complete"
   "mckey_two_members|output:receiving data transfers|mckey -m 224.0.0.84 -c 2 -C 10|mckey -m 224.0.0.84 -s -C 10|data transfers complete"

@@ -334,14 +334,38 @@ TEST(CmCreateQp, SrqOfTheIdIsUsedByItsQp) {
   ibv_qp_init_attr attr = small_qp();
   ASSERT_EQ(rdma_create_qp(id, nullptr, &attr), 0);
   EXPECT_EQ(id->qp->srq, id->srq);
-  ibv_srq_init_attr_ex xrc{};
-  xrc.comp_mask = IBV_SRQ_INIT_ATTR_TYPE;
-  xrc.srq_type = IBV_SRQT_XRC;
-  EXPECT_EQ(rdma_create_srq_ex(id, &xrc), -1);  // XRC domains: not yet
-  EXPECT_EQ(errno, EOPNOTSUPP);
   rdma_destroy_qp(id);
   rdma_destroy_srq(id);
   EXPECT_EQ(id->srq, nullptr);
+  rdma_destroy_id(id);
+  rdma_destroy_event_channel(ch);
+}
+
+// An XRC SRQ asked of an id without a domain or CQ gets the device's domain
+// and a receive CQ of the id, as librdmacm gives them.
+TEST(CmCreateQp, XrcSrqGetsTheDevicesDomainAndAReceiveCq) {
+  rdma_event_channel* ch = rdma_create_event_channel();
+  ASSERT_NE(ch, nullptr);
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in addr = loopback(0);
+  ASSERT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&addr)), 0);
+  ibv_srq_init_attr_ex xrc{};
+  xrc.comp_mask = IBV_SRQ_INIT_ATTR_TYPE;
+  xrc.srq_type = IBV_SRQT_XRC;
+  xrc.attr.max_wr = 4;
+  xrc.attr.max_sge = 1;
+  ASSERT_EQ(rdma_create_srq_ex(id, &xrc), 0) << strerror(errno);
+  ASSERT_NE(id->srq, nullptr);
+  EXPECT_NE(id->recv_cq, nullptr);
+  EXPECT_NE(xrc.xrcd, nullptr);
+  EXPECT_EQ(xrc.cq, id->recv_cq);
+  uint32_t srqn = 0;
+  EXPECT_EQ(ibv_get_srq_num(id->srq, &srqn), 0);
+  EXPECT_NE(srqn, 0u);
+  rdma_destroy_srq(id);
+  EXPECT_EQ(id->srq, nullptr);
+  EXPECT_EQ(id->recv_cq, nullptr);
   rdma_destroy_id(id);
   rdma_destroy_event_channel(ch);
 }
