@@ -50,9 +50,11 @@ uint64_t read_completion_wallclock_ns(ibv_cq_ex* c) {
   Cq* cq = cq_of(c);
   return cq->current.ts_ns + cq->wallclock_offset_ns;
 }
-// Not advertised (no flow steering, VLANs or tag matching on this device);
-// they answer "nothing" rather than crash a caller that reads them anyway.
-uint16_t read_cvlan(ibv_cq_ex*) { return 0; }
+// The C-VLAN a raw packet QP stripped (carried in the slid field: LIDs
+// mean nothing on Ethernet).
+uint16_t read_cvlan(ibv_cq_ex* c) { return cq_of(c)->current.slid; }
+// Not advertised (no flow tags or tag matching on this device); they
+// answer "nothing" rather than crash a caller that reads them anyway.
 uint32_t read_flow_tag(ibv_cq_ex*) { return 0; }
 void read_tm_info(ibv_cq_ex*, ibv_wc_tm_info* tm) { *tm = {}; }
 

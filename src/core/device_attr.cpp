@@ -26,7 +26,8 @@ void fill_device_attr(ibv_device_attr* a) {
   a->max_qp = limits::kMaxQp;
   a->max_qp_wr = limits::kMaxQpWr;
   a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_SYS_IMAGE_GUID |
-                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC;
+                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC |
+                        IBV_DEVICE_RAW_IP_CSUM;
   a->max_sge = limits::kMaxSge;
   a->max_sge_rd = limits::kMaxSgeRd;
   a->max_cq = limits::kMaxCq;
@@ -76,6 +77,19 @@ void fill_device_attr_ex(ibv_device_attr_ex* a) {
   a->odp_caps.per_transport_caps.uc_odp_caps = two_sided | IBV_ODP_SUPPORT_WRITE;
   a->odp_caps.per_transport_caps.ud_odp_caps = two_sided;
   a->max_dm_size = limits::kMaxDmSize;
+  // Raw Ethernet (raw.h): checksums, FCS, C-VLAN stripping, TSO and RSS, in software.
+  a->raw_packet_caps = IBV_RAW_PACKET_CAP_CVLAN_STRIPPING | IBV_RAW_PACKET_CAP_SCATTER_FCS |
+                       IBV_RAW_PACKET_CAP_IP_CSUM;
+  a->tso_caps.max_tso = limits::kMaxTso;
+  a->tso_caps.supported_qpts = 1u << IBV_QPT_RAW_PACKET;
+  a->rss_caps.supported_qpts = 1u << IBV_QPT_RAW_PACKET;
+  a->rss_caps.max_rwq_indirection_tables = limits::kMaxQp;
+  a->rss_caps.max_rwq_indirection_table_size = 1u << limits::kMaxRwqIndTableLog;
+  a->rss_caps.rx_hash_fields_mask = IBV_RX_HASH_SRC_IPV4 | IBV_RX_HASH_DST_IPV4 | IBV_RX_HASH_SRC_IPV6 |
+                                    IBV_RX_HASH_DST_IPV6 | IBV_RX_HASH_SRC_PORT_TCP | IBV_RX_HASH_DST_PORT_TCP |
+                                    IBV_RX_HASH_SRC_PORT_UDP | IBV_RX_HASH_DST_PORT_UDP;
+  a->rss_caps.rx_hash_function = IBV_RX_HASH_FUNC_TOEPLITZ;
+  a->max_wq_type_rq = limits::kMaxQp;
 }
 
 void fill_port_attr(ibv_port_attr* p, int gid_count) {

@@ -2,6 +2,7 @@
 
 #include "core/mr.h"
 #include "core/mw.h"
+#include "core/raw.h"
 #include "core/xrcd.h"
 
 #include <cerrno>
@@ -41,6 +42,8 @@ uint64_t send_ops_valid_for(ibv_qp_type t) {
       return kUc;
     case IBV_QPT_UD:
       return IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+    case IBV_QPT_RAW_PACKET:
+      return IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_TSO;
     default:
       return 0;
   }
@@ -51,7 +54,8 @@ uint64_t send_ops_supported_for(ibv_qp_type t) {
   constexpr uint64_t kImplemented = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
                                     IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
                                     IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
-                                    IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV;
+                                    IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV |
+                                    IBV_QP_EX_WITH_TSO;
   return send_ops_valid_for(t) & kImplemented;
 }
 
@@ -59,8 +63,11 @@ bool opcode_allowed(ibv_qp_type t, int op) {
   const bool rc_like = t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND;
   switch (op) {
     case IBV_WR_SEND:
-    case IBV_WR_SEND_WITH_IMM:
       return t != IBV_QPT_XRC_RECV;  // which sends nothing
+    case IBV_WR_SEND_WITH_IMM:
+      return t != IBV_QPT_XRC_RECV && t != IBV_QPT_RAW_PACKET;  // a raw frame carries no immediate
+    case IBV_WR_TSO:
+      return t == IBV_QPT_RAW_PACKET;
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
     case IBV_WR_LOCAL_INV:
@@ -72,7 +79,7 @@ bool opcode_allowed(ibv_qp_type t, int op) {
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
       return rc_like;
     default:
-      // TSO (raw packet QPs), ATOMIC_WRITE: not on this device.
+      // ATOMIC_WRITE: not on this device.
       return false;
   }
 }
@@ -95,21 +102,41 @@ int check_init_attr(Context* ctx, const ibv_qp_init_attr_ex& a) {
                  ? EINVAL
                  : 0;
     case IBV_QPT_RAW_PACKET:
+      break;
     case IBV_QPT_DRIVER:
-      return EOPNOTSUPP;  // known QP types this device does not implement
+      return EOPNOTSUPP;  // vendor QPs: this device has none
     default:
       return EINVAL;
   }
   if (!(a.comp_mask & IBV_QP_INIT_ATTR_PD) || !a.pd) return EINVAL;
   if (a.pd->context != ctx->ibv()) return EINVAL;
   if (a.comp_mask & IBV_QP_INIT_ATTR_XRCD) return EINVAL;  // for XRC_RECV QPs only
-  if (a.comp_mask & (IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH)) return EOPNOTSUPP;
-  if (a.comp_mask & IBV_QP_INIT_ATTR_MAX_TSO_HEADER) return a.qp_type == IBV_QPT_RAW_PACKET ? EOPNOTSUPP : EINVAL;
+  const bool raw = a.qp_type == IBV_QPT_RAW_PACKET;
+  // Receive-side scaling: a raw QP that receives through the work queues
+  // of an indirection table, by a Toeplitz hash of the fields asked for.
+  const uint32_t rss = a.comp_mask & (IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH);
+  if (rss) {
+    if (!raw || rss != (IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH) || !a.rwq_ind_tbl) return EINVAL;
+    const ibv_rx_hash_conf& h = a.rx_hash_conf;
+    if (h.rx_hash_function != IBV_RX_HASH_FUNC_TOEPLITZ) return h.rx_hash_function ? EOPNOTSUPP : EINVAL;
+    if (h.rx_hash_key_len != 40 || !h.rx_hash_key) return EINVAL;  // Toeplitz: a 40-byte key
+    if (h.rx_hash_fields_mask & (IBV_RX_HASH_IPSEC_SPI | IBV_RX_HASH_INNER)) return EOPNOTSUPP;
+    if (h.rx_hash_fields_mask & ~static_cast<uint64_t>(0xff)) return EINVAL;
+    if (a.srq || a.cap.max_send_wr) return EINVAL;  // it only receives, through its work queues
+  }
+  if (a.comp_mask & IBV_QP_INIT_ATTR_MAX_TSO_HEADER) {
+    if (!raw || a.max_tso_header > limits::kMaxTsoHeader) return EINVAL;
+  }
   if (a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) {
     if (a.create_flags & ~kKnownCreateFlags) return EINVAL;
-    // Blocking multicast loopback to the sender means something for UD
-    // only; the other flags are raw-packet and offload features.
-    uint32_t supported = a.qp_type == IBV_QPT_UD ? IBV_QP_CREATE_BLOCK_SELF_MCAST_LB : 0;
+    // What each flag means here: multicast loopback blocking for the QPs
+    // that receive multicast (UD; a raw QP never sees its own frames
+    // anyway); FCS scattering and C-VLAN stripping for raw frames. A
+    // source QPN (IPoIB) and PCI end padding have no meaning here.
+    uint32_t supported = a.qp_type == IBV_QPT_UD ? IBV_QP_CREATE_BLOCK_SELF_MCAST_LB
+                         : raw ? IBV_QP_CREATE_BLOCK_SELF_MCAST_LB | IBV_QP_CREATE_SCATTER_FCS |
+                                     IBV_QP_CREATE_CVLAN_STRIPPING
+                               : 0;
     if (a.create_flags & ~supported) return EOPNOTSUPP;
   }
   if (a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
@@ -119,6 +146,11 @@ int check_init_attr(Context* ctx, const ibv_qp_init_attr_ex& a) {
   }
   // XRC_SEND QPs receive nothing: a receive CQ, SRQ and receive caps are ignored.
   const bool xrc_send = a.qp_type == IBV_QPT_XRC_SEND;
+  if (rss) {  // no send queue, and receives complete on the work queues' CQs
+    if ((a.send_cq && a.send_cq->context != ctx->ibv()) || (a.recv_cq && a.recv_cq->context != ctx->ibv()))
+      return EINVAL;
+    return 0;
+  }
   if (!a.send_cq || (!a.recv_cq && !xrc_send)) return EINVAL;
   if (a.send_cq->context != ctx->ibv() || (a.recv_cq && a.recv_cq->context != ctx->ibv())) return EINVAL;
   if (a.srq && !xrc_send) {
@@ -245,9 +277,10 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
   auto* qp = new Qp();
   qp->ctx = ctx;
   const bool xrc_recv = attr->qp_type == IBV_QPT_XRC_RECV, xrc_send = attr->qp_type == IBV_QPT_XRC_SEND;
+  const bool rss = attr->comp_mask & IBV_QP_INIT_ATTR_IND_TABLE;
   qp->pd_obj = xrc_recv ? nullptr : Pd::from(attr->pd);
-  qp->scq = xrc_recv ? nullptr : Cq::from(attr->send_cq);
-  qp->rcq = (xrc_recv || xrc_send) ? nullptr : Cq::from(attr->recv_cq);
+  qp->scq = (xrc_recv || rss) ? nullptr : Cq::from(attr->send_cq);
+  qp->rcq = (xrc_recv || xrc_send || rss) ? nullptr : Cq::from(attr->recv_cq);
   qp->srq_obj = (attr->srq && !xrc_recv && !xrc_send) ? Srq::from(attr->srq) : nullptr;
   qp->xrcd = xrc_recv ? Xrcd::from(attr->xrcd) : nullptr;
   qp->index = static_cast<uint32_t>(idx);
@@ -256,6 +289,17 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
   qp->block_self_mcast = (attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
                          (attr->create_flags & IBV_QP_CREATE_BLOCK_SELF_MCAST_LB);
   qp->send_ops_flags = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ? attr->send_ops_flags : 0;
+  if (attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) {
+    qp->scatter_fcs = attr->create_flags & IBV_QP_CREATE_SCATTER_FCS;
+    qp->cvlan_strip = attr->create_flags & IBV_QP_CREATE_CVLAN_STRIPPING;
+  }
+  if (attr->comp_mask & IBV_QP_INIT_ATTR_MAX_TSO_HEADER) qp->max_tso_header = attr->max_tso_header;
+  if (rss) {
+    qp->ind_table = RwqIndTable::from(attr->rwq_ind_tbl);
+    const ibv_rx_hash_conf& h = attr->rx_hash_conf;
+    qp->rss_key.assign(h.rx_hash_key, h.rx_hash_key + h.rx_hash_key_len);
+    qp->rss_fields = h.rx_hash_fields_mask;
+  }
 
   ibv_qp_cap& c = qp->cap;
   c.max_send_wr = static_cast<uint32_t>(round_up_pow2(std::max(attr->cap.max_send_wr, 1u)));
@@ -265,8 +309,8 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
   // (rdma_xclient posts a 16-byte IBV_SEND_INLINE with max_inline_data 0).
   c.max_inline_data = static_cast<uint32_t>(
       align_up(std::max(attr->cap.max_inline_data, 1u), limits::kInlineGranule));
-  if (qp->srq_obj || xrc_send || xrc_recv) {
-    c.max_recv_wr = c.max_recv_sge = 0;  // ignored with an SRQ, and XRC QPs have no receive queue
+  if (qp->srq_obj || xrc_send || xrc_recv || rss) {
+    c.max_recv_wr = c.max_recv_sge = 0;  // ignored with an SRQ; XRC and RSS QPs have no receive queue
   } else {
     c.max_recv_wr = attr->cap.max_recv_wr ? static_cast<uint32_t>(round_up_pow2(attr->cap.max_recv_wr)) : 0;
     c.max_recv_sge = std::max(attr->cap.max_recv_sge, 1u);
@@ -274,8 +318,13 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
 
   qp->shared_off = arena.alloc(sizeof(shm::QpShared));
   int err = qp->shared_off ? 0 : ENOMEM;
-  if (!err && !qp->srq_obj && !xrc_send && !xrc_recv)
+  if (!err && !qp->srq_obj && !xrc_send && !xrc_recv && !rss)
     err = qp->rq.init(arena, c.max_recv_wr, c.max_recv_sge, false, qp->pd_obj->id, ctx->index);
+  // A raw packet QP lives on a network interface; CAP_NET_RAW, as the kernel asks.
+  if (!err && qp->type == IBV_QPT_RAW_PACKET) {
+    err = raw_attach(qp);
+    if (err && !qp->srq_obj && qp->rq.shared()) qp->rq.release(arena);
+  }
   if (err) {
     if (qp->shared_off) arena.free(qp->shared_off, sizeof(shm::QpShared));
     arena.give_qp_index(qp->index);
@@ -288,6 +337,8 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
   qp->sq_inline.resize(uint64_t{c.max_send_wr} * c.max_inline_data);
   if (qp->type == IBV_QPT_UD) qp->sq_ud.resize(c.max_send_wr);
   if (xrc_send) qp->sq_xrc_srqn.resize(c.max_send_wr);
+  if (qp->max_tso_header) qp->sq_tso_hdr.resize(uint64_t{c.max_send_wr} * qp->max_tso_header);
+  if (rss) c = ibv_qp_cap{};  // it neither sends nor has a receive queue of its own
   if (xrc_recv) c = ibv_qp_cap{};  // it sends nothing either
   qp->sq_mask = c.max_send_wr - 1;
   attr->cap = c;  // written back: >= what was asked
@@ -327,6 +378,7 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
   if (qp->rcq) qp->rcq->users.fetch_add(1);
   if (qp->srq_obj) qp->srq_obj->users.fetch_add(1);
   if (qp->xrcd) qp->xrcd->users.fetch_add(1);
+  if (qp->ind_table) qp->ind_table->qps.fetch_add(1);
   {
     std::lock_guard g(ctx->objects_mu);
     ctx->qps[qpn] = qp;
@@ -403,8 +455,10 @@ int query_qp(Qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init) {
 
 int destroy_qp(Qp* qp) {
   if (is_opened_handle(qp)) return close_opened(qp);
-  // ibv_destroy_qp(3): it fails while the QP is attached to a multicast group.
-  if (qp->mcast_groups.load() != 0) return EBUSY;
+  // ibv_destroy_qp(3): it fails while the QP is attached to a multicast
+  // group; flows steering to it hold it too.
+  if (qp->mcast_groups.load() != 0 || qp->flows.load() != 0) return EBUSY;
+  raw_detach(qp);  // no more frames for it
   Context* ctx = qp->ctx;
   shm::Arena& arena = ctx->host->arena();
   // Unpublish first: no peer can find the QP any more.
@@ -434,6 +488,7 @@ int destroy_qp(Qp* qp) {
   if (qp->rcq) qp->rcq->users.fetch_sub(1);
   if (qp->srq_obj) qp->srq_obj->users.fetch_sub(1);
   if (qp->xrcd) qp->xrcd->users.fetch_sub(1);
+  if (qp->ind_table) qp->ind_table->qps.fetch_sub(1);
   delete qp;
   return 0;
 }
@@ -503,7 +558,8 @@ int post_send(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       rc = EINVAL;
       break;
     }
-    if ((qp->type == IBV_QPT_UD && !wr->wr.ud.ah) || (op == IBV_WR_BIND_MW && !wr->bind_mw.mw)) {
+    if ((qp->type == IBV_QPT_UD && !wr->wr.ud.ah) || (op == IBV_WR_BIND_MW && !wr->bind_mw.mw) || qp->ind_table ||
+        (op == IBV_WR_TSO && (wr->tso.hdr_sz > qp->max_tso_header || !wr->tso.mss || !wr->tso.hdr))) {
       rc = EINVAL;
       break;
     }
@@ -529,7 +585,8 @@ int post_send(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     w.signaled = qp->sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
     w.inlined = (wr->send_flags & IBV_SEND_INLINE) &&
                 (wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_SEND_WITH_IMM ||
-                 wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM);
+                 wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
+                 wr->opcode == IBV_WR_TSO);
     w.length = 0;
     for (int i = 0; i < wr->num_sge; ++i) w.length += wr->sg_list[i].length;
     if (w.inlined) {
@@ -567,6 +624,11 @@ int post_send(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       w.rkey = wr->bind_mw.rkey;
       w.imm = b.mw_access_flags;
       w.num_sge = 0;
+    } else if (wr->opcode == IBV_WR_TSO) {
+      // The header is copied now; the payload is the SGE list (or inline data).
+      std::memcpy(qp->tso_hdr(pos), wr->tso.hdr, wr->tso.hdr_sz);
+      w.rkey = wr->tso.hdr_sz;
+      w.imm = wr->tso.mss;
     } else if (wr->opcode == IBV_WR_LOCAL_INV) {
       w.length = 0;  // imm holds invalidate_rkey (a union in ibv_send_wr)
       w.num_sge = 0;

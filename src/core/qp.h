@@ -52,6 +52,17 @@ struct Qp : ibv_qp_ex {
   // object when it lives in this process.
   shm::QpShared* opened_shared = nullptr;
   Qp* opened_from = nullptr;
+
+  // Raw packet QPs (raw.h): the port they are attached to, their flows,
+  // what they do to frames, and for RSS QPs the indirection table and hash.
+  void* raw_port = nullptr;
+  std::atomic<int> flows{0};
+  bool scatter_fcs = false, cvlan_strip = false;
+  uint32_t max_tso_header = 0;
+  std::vector<uint8_t> sq_tso_hdr;  // max_tso_header bytes per slot
+  struct RwqIndTable* ind_table = nullptr;
+  std::vector<uint8_t> rss_key;
+  uint64_t rss_fields = 0;
   uint32_t index = 0;
   uint64_t shared_off = 0;
   shm::QpShared* shared = nullptr;
@@ -98,6 +109,7 @@ struct Qp : ibv_qp_ex {
   ibv_sge* sges(uint64_t pos) { return &sq_sges[(pos & sq_mask) * cap.max_send_sge]; }
   uint8_t* inline_buf(uint64_t pos) { return &sq_inline[(pos & sq_mask) * cap.max_inline_data]; }
   Destination& ud_dest(uint64_t pos) { return sq_ud[pos & sq_mask]; }
+  uint8_t* tso_hdr(uint64_t pos) { return sq_tso_hdr.data() + (pos & sq_mask) * max_tso_header; }
   ibv_qp_state state() const { return attr.qp_state; }
 };
 

@@ -141,6 +141,19 @@ void wr_bind_mw(ibv_qp_ex* q, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info*
   qp->batch_cur = nullptr;  // no wr_set_sge* may follow
 }
 
+void wr_send_tso(ibv_qp_ex* q, void* hdr, uint16_t hdr_sz, uint16_t mss) {
+  Qp* qp = qp_of(q);
+  SendWqe* w = begin(q, IBV_WR_TSO, IBV_QP_EX_WITH_TSO);
+  if (!w) return;
+  if (!hdr || !mss || hdr_sz > qp->max_tso_header) {
+    qp->batch_error = EINVAL;
+    return;
+  }
+  std::memcpy(qp->tso_hdr(cur_pos(qp)), hdr, hdr_sz);
+  w->rkey = hdr_sz;
+  w->imm = mss;
+}
+
 // Operations the device does not offer (not in send_ops_supported_for()): creating a
 // QP that asks for them fails with EOPNOTSUPP or EINVAL, so these only run if an
 // application calls a pointer it did not ask for.
@@ -149,7 +162,6 @@ void unsupported(ibv_qp_ex* q) {
   qp->batch_cur = nullptr;
   if (!qp->batch_error) qp->batch_error = EOPNOTSUPP;
 }
-void wr_send_tso(ibv_qp_ex* q, void*, uint16_t, uint16_t) { unsupported(q); }
 void wr_atomic_write(ibv_qp_ex* q, uint32_t, uint64_t, const void*) { unsupported(q); }
 
 void wr_set_xrc_srqn(ibv_qp_ex* q, uint32_t remote_srqn) {

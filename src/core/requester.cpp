@@ -1,10 +1,12 @@
 #include "core/requester.h"
 
 #include <cstring>
+#include <vector>
 
 #include "core/limits.h"
 #include "core/mr.h"
 #include "core/mw.h"
+#include "core/raw.h"
 #include "core/qp.h"
 #include "core/scheduler.h"
 #include "core/transport.h"
@@ -277,11 +279,39 @@ bool act_on_response(Qp* qp, uint64_t pos, Response r) {
   return true;
 }
 
+// A raw packet QP's SEND or TSO: the gathered bytes are a frame (or, for
+// TSO, the payload behind the header copied at post time), sent on the
+// QP's network interface.
+bool execute_raw(Qp* qp, uint64_t pos) {
+  const SendWqe& w = qp->slot(pos);
+  Piece pieces[limits::kMaxSge];
+  uint32_t n = 0;
+  bool odp = false;
+  OdpWriteBack back;
+  if (!gather(qp, pos, pieces, &n, &odp) || (odp && !gather_odp(qp, pos, pieces, &n, &back))) {
+    fail(qp, pos, IBV_WC_LOC_PROT_ERR);
+    return true;
+  }
+  std::vector<uint8_t> bytes;
+  bytes.reserve(w.length);
+  for (uint32_t i = 0; i < n; ++i) bytes.insert(bytes.end(), pieces[i].addr, pieces[i].addr + pieces[i].len);
+  ibv_wc_status st = w.opcode == IBV_WR_TSO
+                         ? raw_send_tso(qp, qp->tso_hdr(pos), w.rkey, static_cast<uint16_t>(w.imm), bytes.data(),
+                                        bytes.size(), w.flags)
+                         : raw_send(qp, bytes.data(), bytes.size(), w.flags);
+  if (st == IBV_WC_SUCCESS)
+    complete(qp, pos, st);
+  else
+    fail(qp, pos, st);
+  return true;
+}
+
 // Executes the WQE at sq_exec. False when the queue must wait (retry later).
 // The common case (a SEND or WRITE of at most one MTU that the peer
 // acknowledges) takes the straight line; everything else branches off.
 bool execute_next(Qp* qp) {
   const uint64_t pos = qp->sq_exec;
+  if (__builtin_expect(qp->type == IBV_QPT_RAW_PACKET, 0)) return execute_raw(qp, pos);
   const SendWqe& w = qp->slot(pos);
   if ((w.length > limits::kMtuBytes || w.opcode >= IBV_WR_RDMA_READ) && !passes_rare_checks(qp, pos, w))
     return true;

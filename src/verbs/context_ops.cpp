@@ -34,6 +34,17 @@ ibv_xrcd* open_xrcd_op(ibv_context*, ibv_xrcd_init_attr*);
 int close_xrcd_op(ibv_xrcd*);
 int get_srq_num_op(ibv_srq*, uint32_t*);
 ibv_qp* open_qp_op(ibv_context*, ibv_qp_open_attr*);
+ibv_flow* create_flow_op(ibv_qp*, ibv_flow_attr*);
+int destroy_flow_op(ibv_flow*);
+ibv_wq* create_wq_op(ibv_context*, ibv_wq_init_attr*);
+int modify_wq_op(ibv_wq*, ibv_wq_attr*);
+int destroy_wq_op(ibv_wq*);
+ibv_rwq_ind_table* create_rwq_ind_table_op(ibv_context*, ibv_rwq_ind_table_init_attr*);
+int destroy_rwq_ind_table_op(ibv_rwq_ind_table*);
+ibv_counters* create_counters_op(ibv_context*, ibv_counters_init_attr*);
+int destroy_counters_op(ibv_counters*);
+int attach_counters_point_flow_op(ibv_counters*, ibv_counter_attach_attr*, ibv_flow*);
+int read_counters_op(ibv_counters*, uint64_t*, uint32_t, uint32_t);
 
 namespace {
 
@@ -89,10 +100,10 @@ void install_context_ops(ibv_context* ctx) {
   v->query_port = query_port_op;
   v->advise_mr = advise_mr_op;
   v->alloc_null_mr = unsupported_ptr<ibv_mr, ibv_pd*>;
-  v->read_counters = unsupported_int<int, ibv_counters*, uint64_t*, uint32_t, uint32_t>;
-  v->attach_counters_point_flow = unsupported_int<int, ibv_counters*, ibv_counter_attach_attr*, ibv_flow*>;
-  v->create_counters = unsupported_ptr<ibv_counters, ibv_context*, ibv_counters_init_attr*>;
-  v->destroy_counters = unsupported_int<int, ibv_counters*>;
+  v->read_counters = read_counters_op;
+  v->attach_counters_point_flow = attach_counters_point_flow_op;
+  v->create_counters = create_counters_op;
+  v->destroy_counters = destroy_counters_op;
   v->reg_dm_mr = reg_dm_mr_op;
   v->alloc_dm = alloc_dm_op;
   v->free_dm = free_dm_op;
@@ -105,18 +116,18 @@ void install_context_ops(ibv_context* ctx) {
   v->alloc_td = unsupported_ptr<ibv_td, ibv_context*, ibv_td_init_attr*>;
   v->modify_cq = unsupported_int<int, ibv_cq*, ibv_modify_cq_attr*>;
   v->post_srq_ops = unsupported_int<int, ibv_srq*, ibv_ops_wr*, ibv_ops_wr**>;
-  v->destroy_rwq_ind_table = unsupported_int<int, ibv_rwq_ind_table*>;
-  v->create_rwq_ind_table = unsupported_ptr<ibv_rwq_ind_table, ibv_context*, ibv_rwq_ind_table_init_attr*>;
-  v->destroy_wq = unsupported_int<int, ibv_wq*>;
-  v->modify_wq = unsupported_int<int, ibv_wq*, ibv_wq_attr*>;
-  v->create_wq = unsupported_ptr<ibv_wq, ibv_context*, ibv_wq_init_attr*>;
+  v->destroy_rwq_ind_table = destroy_rwq_ind_table_op;
+  v->create_rwq_ind_table = create_rwq_ind_table_op;
+  v->destroy_wq = destroy_wq_op;
+  v->modify_wq = modify_wq_op;
+  v->create_wq = create_wq_op;
   v->query_rt_values = query_rt_values;
   v->create_cq_ex = create_cq_ex_op;
   v->priv = nullptr;
   v->query_device_ex = query_device_ex_op;
-  v->ibv_destroy_flow = unsupported_int<int, ibv_flow*>;
+  v->ibv_destroy_flow = destroy_flow_op;
   v->ABI_placeholder2 = placeholder;
-  v->ibv_create_flow = unsupported_ptr<ibv_flow, ibv_qp*, ibv_flow_attr*>;
+  v->ibv_create_flow = create_flow_op;
   v->ABI_placeholder1 = placeholder;
   v->open_qp = open_qp_op;
   v->create_qp_ex = create_qp_ex_op;
