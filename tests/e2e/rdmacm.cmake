@@ -30,8 +30,9 @@ foreach(case ${CM_CASES})
   separate_arguments(server UNIX_COMMAND "${server}")
   separate_arguments(client UNIX_COMMAND "${client}")
   add_test(NAME e2e_cm_${name} COMMAND ${CM_PAIR} ${ready} ${server} -- ${client})
+  # SOFTVERBS_LOG=info: a failure shows why a verb was refused (quiet otherwise).
   set_tests_properties(e2e_cm_${name} PROPERTIES
-    ENVIRONMENT "${E2E_ENV};EXPECT_CLIENT=${expect}" LABELS "e2e;rdmacm" TIMEOUT 90)
+    ENVIRONMENT "${E2E_ENV};SOFTVERBS_LOG=info;EXPECT_CLIENT=${expect}" LABELS "e2e;rdmacm" TIMEOUT 90)
   if(name MATCHES "^cmtime")
     set_tests_properties(e2e_cm_${name} PROPERTIES ENVIRONMENT "${E2E_ENV};EXPECT_CLIENT=${expect};SERVER_RUNS_FOREVER=1")
   endif()
