@@ -45,7 +45,6 @@ struct Context : verbs_context {
   std::mutex async_mu;  // readers of the async ring
   std::atomic<uint32_t> next_cq_id{1};
   std::atomic<uint32_t> cq_count{0};
-  std::atomic<uint32_t> pd_count{0};
   std::atomic<uint32_t> ah_count{0};
 
   // How messages leave this context: to a GID of this host (or a multicast

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/handles.h"
 #include "core/limits.h"
 #include "util/bits.h"
 
@@ -11,6 +12,7 @@ namespace {
 
 // Device memory in use by this process, against limits::kMaxDmSize.
 std::atomic<uint64_t> g_dm_in_use{0};
+std::atomic<uint32_t> g_next_dm_handle{1};
 
 int copy_to(ibv_dm* d, uint64_t offset, const void* src, size_t len) {
   Dm* dm = Dm::from(d);
@@ -62,15 +64,50 @@ Dm* alloc_dm(Context* ctx, const ibv_alloc_dm_attr& attr) {
   dm->memcpy_to_dm = copy_to;
   dm->memcpy_from_dm = copy_from;
   dm->comp_mask = 0;
+  dm->handle = g_next_dm_handle.fetch_add(1);
+  dm->serial = handles::publish(handles::Kind::kDm, dm->handle, dm);
   return dm;
 }
 
 int free_dm(Dm* dm) {
-  if (dm->mrs.load() != 0) return EBUSY;
+  if (dm->mr_uses->load() != 0) return EBUSY;
+  if (!handles::retire(handles::Kind::kDm, dm->handle, dm->serial)) return EINVAL;  // freed through another struct
+  // Every struct of the DM has the block's geometry: this one can free it.
   dm->ctx->host->arena().free(dm->arena_off, dm->block_len);
   g_dm_in_use.fetch_sub(dm->length);
   delete dm;
   return 0;
+}
+
+Dm* import_dm(Context* ctx, uint32_t handle) {
+  auto* dm = new Dm();
+  bool found = handles::visit(handles::Kind::kDm, handle, [&](void* owner, uint64_t serial) {
+    const Dm* original = static_cast<const Dm*>(owner);
+    dm->arena_off = original->arena_off;
+    dm->block_len = original->block_len;
+    dm->base = original->base;
+    dm->length = original->length;
+    dm->mr_uses = original->mr_uses;
+    dm->serial = serial;
+  });
+  if (!found) {
+    delete dm;
+    errno = EINVAL;
+    return nullptr;
+  }
+  dm->ctx = ctx;
+  dm->context = ctx->ibv();
+  dm->memcpy_to_dm = copy_to;
+  dm->memcpy_from_dm = copy_from;
+  dm->comp_mask = 0;
+  dm->handle = handle;
+  dm->imported = true;
+  return dm;
+}
+
+// Frees the struct only; while MRs map the DM it stays (they point at it).
+void unimport_dm(Dm* dm) {
+  if (dm->imported && dm->mr_uses->load() == 0) delete dm;
 }
 
 }  // namespace sv

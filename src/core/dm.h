@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 
 #include "core/context.h"
 
@@ -20,11 +21,18 @@ struct Dm : ibv_dm {
   uint64_t block_len = 0;
   uint8_t* base = nullptr;  // the DM's first byte, in our mapping of the arena
   uint64_t length = 0;
-  std::atomic<int> mrs{0};  // registered MRs: free fails with EBUSY
+  // MRs on it, through whichever of its structs: free fails with EBUSY.
+  std::shared_ptr<std::atomic<int>> mr_uses = std::make_shared<std::atomic<int>>(0);
+  bool imported = false;  // made by ibv_import_dm
+  uint64_t serial = 0;    // the life of the DM (core/handles.h)
   static Dm* from(ibv_dm* d) { return static_cast<Dm*>(d); }
 };
 
 Dm* alloc_dm(Context* ctx, const ibv_alloc_dm_attr& attr);  // nullptr + errno
+// Through any struct of the DM (the original or an import): the DM goes.
 int free_dm(Dm* dm);                                         // 0 or an errno
+// ibv_import_dm: another struct for the live DM `handle`; nullptr + errno.
+Dm* import_dm(Context* ctx, uint32_t handle);
+void unimport_dm(Dm* dm);
 
 }  // namespace sv

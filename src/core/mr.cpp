@@ -7,6 +7,7 @@
 
 #include "core/bounce_path.h"
 #include "core/dm.h"
+#include "core/handles.h"
 #include "core/limits.h"
 #include "core/mw.h"
 #include "util/bits.h"
@@ -163,13 +164,18 @@ Mr* reg_mr(Pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
   mr->lkey = mr->rkey = key;
   mr->handle = mr->index;
   place_and_publish(*mr, host, key);
-  pd->users.fetch_add(1);
+  pd->users().fetch_add(1);
+  mr->serial = handles::publish(handles::Kind::kMr, mr->handle, mr);
   return mr;
 }
 
 int rereg_mr(Mr* mr, int flags, Pd* pd, void* addr, size_t length, unsigned access) {
   if (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED || !flags) {
     errno = EINVAL;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  if (mr->imported) {  // the resources are the original's: re-register through it
+    errno = EOPNOTSUPP;
     return IBV_REREG_MR_ERR_INPUT;
   }
   unsigned new_access = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? access : mr->access;
@@ -200,8 +206,8 @@ int rereg_mr(Mr* mr, int flags, Pd* pd, void* addr, size_t length, unsigned acce
   e.key.store(0, std::memory_order_release);
   unpin(*mr, host);
   if (new_pd != mr->pd_obj) {
-    mr->pd_obj->users.fetch_sub(1);
-    new_pd->users.fetch_add(1);
+    mr->pd_obj->users().fetch_sub(1);
+    new_pd->users().fetch_add(1);
   }
   mr->pd = new_pd;
   mr->pd_obj = new_pd;
@@ -219,20 +225,61 @@ int rereg_mr(Mr* mr, int flags, Pd* pd, void* addr, size_t length, unsigned acce
 
 int dereg_mr(Mr* mr) {
   shm::Host& host = *mr->pd_obj->ctx->host;
-  if (windows_bound_to(host, mr->index)) return EBUSY;  // as the man page says: unbind them first
-  host.arena().mr_table()[mr->index].key.store(0, std::memory_order_release);
-  unpin(*mr, host);
-  if (mr->dm) mr->dm->mrs.fetch_sub(1);
-  host.arena().give_mr_index(mr->index);
-  mr->pd_obj->users.fetch_sub(1);
+  if (windows_bound_to(host, mr->handle)) return EBUSY;  // as the man page says: unbind them first
+  // The struct that owns the resources: this one, or the original of an import.
+  auto* owner = static_cast<Mr*>(handles::retire(handles::Kind::kMr, mr->handle, mr->serial));
+  if (!owner) {
+    SV_INFO("dereg_mr: MR %u was deregistered through another of its structs", mr->handle);
+    return EINVAL;
+  }
+  host.arena().mr_table()[owner->index].key.store(0, std::memory_order_release);
+  unpin(*owner, host);
+  if (owner->dm) owner->dm->mr_uses->fetch_sub(1);
+  host.arena().give_mr_index(owner->index);
+  owner->pd_obj->users().fetch_sub(1);
+  // An original deregistered through an import stays, stale, for its own
+  // ibv_dereg_mr to answer EINVAL (the application still holds it).
   delete mr;
   return 0;
+}
+
+Mr* import_mr(Pd* pd, uint32_t handle) {
+  auto* mr = new Mr();
+  uint32_t pd_id = 0;
+  bool found = handles::visit(handles::Kind::kMr, handle, [&](void* owner, uint64_t serial) {
+    const Mr* original = static_cast<const Mr*>(owner);
+    mr->addr = original->addr;
+    mr->length = original->length;
+    mr->lkey = original->lkey;
+    mr->rkey = original->rkey;
+    mr->index = original->index;
+    mr->access = original->access;
+    mr->iova = original->iova;
+    mr->serial = serial;
+    pd_id = original->pd_obj->id;
+  });
+  if (!found || pd_id != pd->id) {
+    SV_INFO("import_mr: %s", found ? "the MR is of another PD" : "no live MR has this handle");
+    delete mr;
+    errno = EINVAL;
+    return nullptr;
+  }
+  mr->context = pd->context;
+  mr->pd = pd;
+  mr->pd_obj = pd;
+  mr->handle = handle;
+  mr->imported = true;
+  return mr;
+}
+
+void unimport_mr(Mr* mr) {
+  if (mr->imported) delete mr;  // an original goes with ibv_dereg_mr
 }
 
 Mr* reg_dm_mr(Pd* pd, Dm* dm, uint64_t dm_offset, size_t length, unsigned access) {
   // Device memory MRs are zero-based: work requests address them from 0.
   const unsigned plain = access & ~static_cast<unsigned>(IBV_ACCESS_ZERO_BASED);
-  if (!(access & IBV_ACCESS_ZERO_BASED) || on_demand(access) || check_access(plain) || dm->ctx != pd->ctx ||
+  if (!(access & IBV_ACCESS_ZERO_BASED) || on_demand(access) || check_access(plain) ||
       length == 0 || dm_offset > dm->length || length > dm->length - dm_offset) {
     errno = EINVAL;
     return nullptr;
@@ -260,8 +307,9 @@ Mr* reg_dm_mr(Pd* pd, Dm* dm, uint64_t dm_offset, size_t length, unsigned access
   uint8_t* at = dm->base + dm_offset;
   publish(host.arena().mr_table()[mr->index], key, *mr, reinterpret_cast<uint64_t>(at), shm::kMrOverlay,
           static_cast<uint64_t>(at - host.arena().base()), reinterpret_cast<uint64_t>(at));
-  dm->mrs.fetch_add(1);
-  pd->users.fetch_add(1);
+  dm->mr_uses->fetch_add(1);
+  pd->users().fetch_add(1);
+  mr->serial = handles::publish(handles::Kind::kMr, mr->handle, mr);
   return mr;
 }
 

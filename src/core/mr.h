@@ -21,6 +21,8 @@ struct Mr : ibv_mr {
   bool pinned = false;     // holds an overlay pin (shm/overlay.h)
   uint64_t pin_page = 0;
   struct Dm* dm = nullptr;  // ibv_reg_dm_mr: the device memory it maps
+  bool imported = false;    // made by ibv_import_mr: the resources are the original's
+  uint64_t serial = 0;      // the life of the MR (core/handles.h)
   static Mr* from(ibv_mr* m) { return static_cast<Mr*>(m); }
 };
 
@@ -36,7 +38,12 @@ Mr* reg_dm_mr(Pd* pd, struct Dm* dm, uint64_t dm_offset, size_t length, unsigned
 int advise_mr(Pd* pd, ibv_advise_mr_advice advice, uint32_t flags, const ibv_sge* sg, uint32_t num_sge);
 // Returns 0 or an ibv_rereg_mr_err_code (and sets errno).
 int rereg_mr(Mr* mr, int flags, Pd* pd, void* addr, size_t length, unsigned access);
+// Through any struct of the MR (the original or an import): the MR goes.
 int dereg_mr(Mr* mr);
+// ibv_import_mr: another struct for the live MR `handle`, whose PD must be
+// `pd`'s; nullptr + errno.
+Mr* import_mr(Pd* pd, uint32_t handle);
+void unimport_mr(Mr* mr);
 
 // A consistent copy of a published MR entry. No member initializers: it
 // lives on the stack of every message and read_mr() sets every field.

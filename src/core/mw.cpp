@@ -46,7 +46,7 @@ Mw* alloc_mw(Pd* pd, ibv_mw_type type) {
   mw->handle = mw->index;
   // Not valid until bound: the entry's key stays 0.
   mw->rkey = shm::make_key(host.slot(), mw->index, host.arena().mr_rotation());
-  pd->users.fetch_add(1);
+  pd->users().fetch_add(1);
   g_windows.fetch_add(1);
   return mw;
 }
@@ -54,7 +54,7 @@ Mw* alloc_mw(Pd* pd, ibv_mw_type type) {
 int dealloc_mw(Mw* mw) {
   entry_of(mw).key.store(0, std::memory_order_release);
   mw->pd_obj->ctx->host->arena().give_mr_index(mw->index);
-  mw->pd_obj->users.fetch_sub(1);
+  mw->pd_obj->users().fetch_sub(1);
   g_windows.fetch_sub(1);
   delete mw;
   return 0;

@@ -2,17 +2,19 @@
 
 #include <cerrno>
 
+#include "core/handles.h"
 #include "core/limits.h"
 #include "util/log.h"
 
 namespace sv {
 namespace {
 std::atomic<uint32_t> g_next_pd_id{1};
+std::atomic<uint32_t> g_pd_count{0};  // PDs of the process (max_pd is the device's)
 }
 
 Pd* alloc_pd(Context* ctx) {
-  if (ctx->pd_count.fetch_add(1) >= limits::kMaxPd) {
-    ctx->pd_count.fetch_sub(1);
+  if (g_pd_count.fetch_add(1) >= limits::kMaxPd) {
+    g_pd_count.fetch_sub(1);
     errno = ENOMEM;
     return nullptr;
   }
@@ -21,17 +23,51 @@ Pd* alloc_pd(Context* ctx) {
   pd->ctx = ctx;
   pd->id = g_next_pd_id.fetch_add(1);
   pd->handle = pd->id;
+  pd->serial = handles::publish(handles::Kind::kPd, pd->handle, pd);
   return pd;
 }
 
+// Through any of its structs: the PD goes (as the kernel's object does), and
+// the struct with it; the PD's other structs can then only be unimported.
 int dealloc_pd(Pd* pd) {
-  if (pd->users.load() != 0) {
-    SV_INFO("dealloc_pd: %d objects still use the PD", pd->users.load());
+  if (pd->users().load() != 0) {
+    SV_INFO("dealloc_pd: %d objects still use the PD", pd->users().load());
     return EBUSY;
   }
-  pd->ctx->pd_count.fetch_sub(1);
+  if (!handles::retire(handles::Kind::kPd, pd->handle, pd->serial)) {
+    SV_INFO("dealloc_pd: PD %u was deallocated through another of its structs", pd->handle);
+    return EINVAL;
+  }
+  g_pd_count.fetch_sub(1);
   delete pd;
   return 0;
+}
+
+Pd* import_pd(Context* ctx, uint32_t handle) {
+  auto* pd = new Pd();
+  bool found = handles::visit(handles::Kind::kPd, handle, [&](void* owner, uint64_t serial) {
+    const Pd* original = static_cast<const Pd*>(owner);
+    pd->id = original->id;
+    pd->uses = original->uses;
+    pd->serial = serial;
+  });
+  if (!found) {
+    delete pd;
+    errno = EINVAL;
+    return nullptr;
+  }
+  pd->context = ctx->ibv();
+  pd->ctx = ctx;
+  pd->handle = handle;
+  pd->imported = true;
+  return pd;
+}
+
+// Frees the struct only. Objects made on it point at it, so while the PD
+// has users the struct stays (a few bytes, until the process ends).
+void unimport_pd(Pd* pd) {
+  if (!pd->imported) return;  // an original goes with ibv_dealloc_pd
+  if (pd->users().load() == 0) delete pd;
 }
 
 int check_ah_attr(Context* ctx, const ibv_ah_attr& attr) {
@@ -75,13 +111,13 @@ Ah* create_ah(Pd* pd, const ibv_ah_attr& attr) {
   ah->pd = pd;
   ah->attr = attr;
   ah->dest = resolve_destination(pd->ctx, attr);
-  pd->users.fetch_add(1);
+  pd->users().fetch_add(1);
   return ah;
 }
 
 int destroy_ah(Ah* ah) {
   Pd* pd = Pd::from(ah->pd);
-  pd->users.fetch_sub(1);
+  pd->users().fetch_sub(1);
   pd->ctx->ah_count.fetch_sub(1);
   delete ah;
   return 0;

@@ -4,6 +4,7 @@
 #include <infiniband/verbs.h>
 
 #include <atomic>
+#include <memory>
 
 #include "core/context.h"
 
@@ -12,12 +13,20 @@ namespace sv {
 struct Pd : ibv_pd {
   Context* ctx = nullptr;
   uint32_t id = 0;              // process-unique; stored in shared QP/MR entries
-  std::atomic<int> users{0};    // MRs, QPs, SRQs, AHs: dealloc fails with EBUSY
+  // MRs, QPs, SRQs, AHs of the PD, whichever of its structs (the original or
+  // an import) they were made on: dealloc fails with EBUSY.
+  std::shared_ptr<std::atomic<int>> uses = std::make_shared<std::atomic<int>>(0);
+  bool imported = false;        // made by ibv_import_pd
+  uint64_t serial = 0;          // the life of the PD (core/handles.h)
+  std::atomic<int>& users() { return *uses; }
   static Pd* from(ibv_pd* p) { return static_cast<Pd*>(p); }
 };
 
 Pd* alloc_pd(Context* ctx);
 int dealloc_pd(Pd* pd);
+// ibv_import_pd: another struct for the live PD `handle`; nullptr + errno.
+Pd* import_pd(Context* ctx, uint32_t handle);
+void unimport_pd(Pd* pd);
 
 class Transport;
 

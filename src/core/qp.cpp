@@ -373,7 +373,7 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
   set_state(qp, IBV_QPS_RESET);
   install_qp_ex_ops(qp);
 
-  if (qp->pd_obj) qp->pd_obj->users.fetch_add(1);
+  if (qp->pd_obj) qp->pd_obj->users().fetch_add(1);
   if (qp->scq) qp->scq->users.fetch_add(1);
   if (qp->rcq) qp->rcq->users.fetch_add(1);
   if (qp->srq_obj) qp->srq_obj->users.fetch_add(1);
@@ -483,7 +483,7 @@ int destroy_qp(Qp* qp) {
   if (!qp->srq_obj) qp->rq.release(arena);
   arena.free(qp->shared_off, sizeof(shm::QpShared));
   arena.give_qp_index(qp->index);
-  if (qp->pd_obj) qp->pd_obj->users.fetch_sub(1);
+  if (qp->pd_obj) qp->pd_obj->users().fetch_sub(1);
   if (qp->scq) qp->scq->users.fetch_sub(1);
   if (qp->rcq) qp->rcq->users.fetch_sub(1);
   if (qp->srq_obj) qp->srq_obj->users.fetch_sub(1);

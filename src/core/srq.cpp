@@ -56,7 +56,7 @@ Srq* create_srq(Pd* pd, ibv_srq_init_attr* attr, Xrcd* xrcd, Cq* cq) {
   srq->handle = srq->srqn;
   pthread_mutex_init(&srq->mutex, nullptr);
   pthread_cond_init(&srq->cond, nullptr);
-  pd->users.fetch_add(1);
+  pd->users().fetch_add(1);
   {
     std::lock_guard g(ctx->objects_mu);
     ctx->srqs[srq->srqn] = srq;
@@ -97,7 +97,7 @@ int destroy_srq(Srq* srq) {
   arena.srq_table()[srq->index].srqn.store(0, std::memory_order_release);
   srq->rq.release(arena);
   arena.give_srq_index(srq->index);
-  srq->pd_obj->users.fetch_sub(1);
+  srq->pd_obj->users().fetch_sub(1);
   if (srq->xrcd) {
     srq->xrcd->users.fetch_sub(1);
     srq->cq->users.fetch_sub(1);

@@ -62,7 +62,7 @@ Wq* create_wq(Context* ctx, ibv_wq_init_attr* attr) {
   wq->comp_mask = 0;
   pthread_mutex_init(&wq->mutex, nullptr);
   pthread_cond_init(&wq->cond, nullptr);
-  wq->pd_obj->users.fetch_add(1);
+  wq->pd_obj->users().fetch_add(1);
   wq->cq_obj->users.fetch_add(1);
   return wq;
 }
@@ -84,7 +84,7 @@ int modify_wq(Wq* wq, const ibv_wq_attr& attr) {
 int destroy_wq(Wq* wq) {
   if (wq->tables.load() != 0) return EBUSY;
   wq->rq.release(wq->ctx->host->arena());
-  wq->pd_obj->users.fetch_sub(1);
+  wq->pd_obj->users().fetch_sub(1);
   wq->cq_obj->users.fetch_sub(1);
   delete wq;
   return 0;

@@ -78,11 +78,3 @@ SV_EXPORT_1_1(ibv_close_device) int sv_ibv_close_device(ibv_context* context) {
   return 0;
 }
 
-// Importing a context from another process's cmd_fd is not supported yet.
-SV_EXPORT ibv_context* ibv_import_device(int cmd_fd) { return abi::fail_ptr<ibv_context>(EOPNOTSUPP); }
-SV_EXPORT ibv_pd* ibv_import_pd(ibv_context*, uint32_t) { return abi::fail_ptr<ibv_pd>(EOPNOTSUPP); }
-SV_EXPORT void ibv_unimport_pd(ibv_pd*) {}
-SV_EXPORT ibv_mr* ibv_import_mr(ibv_pd*, uint32_t) { return abi::fail_ptr<ibv_mr>(EOPNOTSUPP); }
-SV_EXPORT void ibv_unimport_mr(ibv_mr*) {}
-SV_EXPORT ibv_dm* ibv_import_dm(ibv_context*, uint32_t) { return abi::fail_ptr<ibv_dm>(EOPNOTSUPP); }
-SV_EXPORT void ibv_unimport_dm(ibv_dm*) {}
