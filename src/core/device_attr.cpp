@@ -27,7 +27,7 @@ void fill_device_attr(ibv_device_attr* a) {
   a->max_qp_wr = limits::kMaxQpWr;
   a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_SYS_IMAGE_GUID |
                         IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC |
-                        IBV_DEVICE_RAW_IP_CSUM;
+                        IBV_DEVICE_RAW_IP_CSUM | IBV_DEVICE_MANAGED_FLOW_STEERING;
   a->max_sge = limits::kMaxSge;
   a->max_sge_rd = limits::kMaxSgeRd;
   a->max_cq = limits::kMaxCq;
@@ -46,7 +46,7 @@ void fill_device_attr(ibv_device_attr* a) {
   a->max_rdd = 0;
   a->max_mw = limits::kMaxMr;  // windows share the MR table
   a->max_raw_ipv6_qp = 0;
-  a->max_raw_ethy_qp = 0;
+  a->max_raw_ethy_qp = limits::kMaxQp;  // IBV_QPT_RAW_PACKET (AF_PACKET on a host interface)
   a->max_mcast_grp = shm::kMaxMcastGroups;
   a->max_mcast_qp_attach = shm::kMaxMcastMembers;
   a->max_total_mcast_qp_attach = shm::kMaxMcastGroups * shm::kMaxMcastMembers;

@@ -507,6 +507,8 @@ TEST(RawPacket, CreationAttributesOfEveryType) {
   ASSERT_EQ(ibv_query_device_ex(dev.ctx, nullptr, &dx), 0);
   EXPECT_TRUE(dx.tso_caps.supported_qpts & (1u << IBV_QPT_RAW_PACKET));
   EXPECT_TRUE(dx.raw_packet_caps & IBV_RAW_PACKET_CAP_IP_CSUM);
+  EXPECT_TRUE(dx.orig_attr.device_cap_flags & IBV_DEVICE_MANAGED_FLOW_STEERING);
+  EXPECT_GT(dx.orig_attr.max_raw_ethy_qp, 0);
   EXPECT_EQ(dx.rss_caps.rx_hash_function, IBV_RX_HASH_FUNC_TOEPLITZ);
   for (auto [t, size, want] : {std::tuple{IBV_QPT_RAW_PACKET, 128u, 0}, {IBV_QPT_RAW_PACKET, 100000u, EINVAL},
                                {IBV_QPT_RC, 64u, EINVAL}}) {
