@@ -53,9 +53,13 @@ uint64_t read_completion_wallclock_ns(ibv_cq_ex* c) {
 // The C-VLAN a raw packet QP stripped (carried in the slid field: LIDs
 // mean nothing on Ethernet).
 uint16_t read_cvlan(ibv_cq_ex* c) { return cq_of(c)->current.slid; }
-// Not advertised (no flow tags or tag matching on this device); they
-// answer "nothing" rather than crash a caller that reads them anyway.
-uint32_t read_flow_tag(ibv_cq_ex*) { return 0; }
+// The tag of the flow that steered a raw frame here (0 when none did).
+uint32_t read_flow_tag(ibv_cq_ex* c) {
+  const shm::CqeFields& f = cq_of(c)->current;
+  return f.flow_tagged ? f.imm_or_inv : 0;
+}
+// Not advertised (no tag matching on this device); answers "nothing"
+// rather than crash a caller that reads it anyway.
 void read_tm_info(ibv_cq_ex*, ibv_wc_tm_info* tm) { *tm = {}; }
 
 }  // namespace

@@ -70,6 +70,7 @@ size_t spec_size(uint32_t type) {
     case IBV_FLOW_SPEC_UDP: return sizeof(ibv_flow_spec_tcp_udp);
     case IBV_FLOW_SPEC_ACTION_DROP: return sizeof(ibv_flow_spec_action_drop);
     case IBV_FLOW_SPEC_ACTION_COUNT: return sizeof(ibv_flow_spec_counter_action);
+    case IBV_FLOW_SPEC_ACTION_TAG: return sizeof(ibv_flow_spec_action_tag);
     default: return 0;
   }
 }
@@ -164,6 +165,7 @@ Flow* create_flow(Qp* qp, ibv_flow_attr* attr) {
   flow->type = attr->type;
   flow->priority = attr->priority;
   flow->order = g_flow_order.fetch_add(1);
+  flow->dont_trap = attr->flags & IBV_FLOW_ATTR_FLAGS_DONT_TRAP;
   // The specs follow the attribute, each saying its type and size.
   const uint8_t* at = reinterpret_cast<const uint8_t*>(attr + 1);
   for (unsigned i = 0; i < attr->num_of_specs; ++i) {
@@ -184,6 +186,13 @@ Flow* create_flow(Qp* qp, ibv_flow_attr* attr) {
     at += size;
     if (type == IBV_FLOW_SPEC_ACTION_DROP) {
       flow->drop = true;
+    } else if (type == IBV_FLOW_SPEC_ACTION_TAG) {
+      if (spec.flow_tag.tag_id >= (1u << 24) || flow->tagged) {  // 24 bits, as NICs carry it
+        delete flow;
+        return fail(EINVAL);
+      }
+      flow->tagged = true;
+      flow->tag = spec.flow_tag.tag_id;
     } else if (type == IBV_FLOW_SPEC_ACTION_COUNT) {
       if (!spec.flow_count.counters || flow->counters) {
         delete flow;

@@ -80,6 +80,9 @@ struct Flow : ibv_flow {
   uint16_t priority = 0;
   uint64_t order = 0;  // creation order: among equal priorities, the older rule wins
   bool drop = false;
+  bool dont_trap = false;  // IBV_FLOW_ATTR_FLAGS_DONT_TRAP: a copy, and lower rules still see the frame
+  bool tagged = false;     // IBV_FLOW_SPEC_ACTION_TAG: completions carry `tag` (ibv_wc_read_flow_tag)
+  uint32_t tag = 0;
   Counters* counters = nullptr;
   // The match, one spec per layer: a field matches when (frame & mask) == value.
   std::vector<ibv_flow_spec> specs;

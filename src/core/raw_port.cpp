@@ -158,7 +158,7 @@ uint32_t rss_hash(const Qp& qp, const packet::Parsed& p) {
   return packet::toeplitz(qp.rss_key.data(), qp.rss_key.size(), in, n);
 }
 
-void deliver(Qp* qp, const packet::Parsed& p) {
+void deliver(Qp* qp, const packet::Parsed& p, const Flow& rule) {
   Context* ctx = qp->ctx;
   const shm::Peer* self = self_peer(ctx);
   if (!self) return;
@@ -203,6 +203,10 @@ void deliver(Qp* qp, const packet::Parsed& p) {
   if (c.status != IBV_WC_SUCCESS) c.vendor_err = 0x100 + c.status;
   if (packet::checksums_ok(p.frame, p.len)) c.wc_flags |= IBV_WC_IP_CSUM_OK;
   c.slid = stripped_tci;  // read back as the C-VLAN (ibv_wc_read_cvlan); LIDs mean nothing on Ethernet
+  if (rule.tagged) {
+    c.imm_or_inv = rule.tag;  // read back as the flow tag (no immediate data on raw frames)
+    c.flow_tagged = 1;
+  }
   if (cq && !push_shared(ctx->host->peers(), *self, cq->shared, c))
     SV_WARN("raw QP %#x: CQ overrun, a receive completion was lost", qp->qp_base.qp_num);
 }
@@ -218,10 +222,16 @@ void steer(Port& port, const packet::Parsed& p, bool sent) {
     switch (f->type) {
       case IBV_FLOW_ATTR_SNIFFER:
         if (f->counters) f->counters->count(p.len);
-        if (!f->drop) deliver(f->qp, p);
+        if (!f->drop) deliver(f->qp, p, *f);
         break;
       case IBV_FLOW_ATTR_NORMAL:
-        if (!sent && !best && flow_matches(*f, p)) best = f;
+        if (sent || best || !flow_matches(*f, p)) break;
+        if (!f->dont_trap) {
+          best = f;
+          break;
+        }
+        if (f->counters) f->counters->count(p.len);  // a copy; the frame goes on down the rules
+        if (!f->drop) deliver(f->qp, p, *f);
         break;
       case IBV_FLOW_ATTR_ALL_DEFAULT:
         if (!sent && !fallback) fallback = f;
@@ -236,7 +246,7 @@ void steer(Port& port, const packet::Parsed& p, bool sent) {
   Flow* winner = best ? best : fallback;
   if (!winner) return;
   if (winner->counters) winner->counters->count(p.len);
-  if (!winner->drop) deliver(winner->qp, p);
+  if (!winner->drop) deliver(winner->qp, p, *winner);
 }
 
 void receive_all(Port& port) {

@@ -288,7 +288,7 @@ struct CqeFields {
   uint8_t sl;
   uint8_t dlid_path_bits;
   uint8_t solicited;
-  uint8_t reserved;
+  uint8_t flow_tagged;  // a raw receive steered by a tagged flow: imm_or_inv is the tag
   uint64_t ts_ns;  // CLOCK_MONOTONIC at completion
 };
 static_assert(sizeof(CqeFields) == 56);

@@ -62,9 +62,12 @@ struct RawQp {
   ibv_cq* cq = nullptr;
   ibv_qp* qp = nullptr;
   Buffer* buf = nullptr;
-  RawQp(Device& d, uint32_t create_flags = 0, uint32_t tso_header = 0, uint64_t send_ops = 0, int slots = 16)
+  bool own_cq = true;
+  RawQp(Device& d, uint32_t create_flags = 0, uint32_t tso_header = 0, uint64_t send_ops = 0, int slots = 16,
+        ibv_cq* given_cq = nullptr)
       : dev(d) {
-    cq = ibv_create_cq(dev.ctx, 64, nullptr, nullptr, 0);
+    own_cq = !given_cq;
+    cq = given_cq ? given_cq : ibv_create_cq(dev.ctx, 64, nullptr, nullptr, 0);
     ibv_qp_init_attr_ex a{};
     a.qp_type = IBV_QPT_RAW_PACKET;
     a.send_cq = a.recv_cq = cq;
@@ -92,7 +95,7 @@ struct RawQp {
   ~RawQp() {
     if (qp) ibv_destroy_qp(qp);
     delete buf;
-    if (cq) ibv_destroy_cq(cq);
+    if (cq && own_cq) ibv_destroy_cq(cq);
   }
   const uint8_t* slot(uint64_t i) const { return buf->bytes.data() + 2048 * i; }
   ibv_wc_status send(const std::vector<uint8_t>& f, unsigned flags = 0) {
@@ -196,6 +199,77 @@ TEST(RawPacket, FlowsSteerFramesAndCountersCountThem) {
   EXPECT_EQ(ibv_destroy_flow(fb), 0);
   EXPECT_EQ(ibv_destroy_flow(fc), 0);
   EXPECT_EQ(ibv_destroy_counters(counters), 0);
+}
+
+// A flow for `dst` with a tag action; DONT_TRAP when asked.
+ibv_flow* tagged_flow_to(ibv_qp* qp, const Mac& dst, uint32_t tag, uint16_t priority, bool dont_trap) {
+  struct {
+    ibv_flow_attr attr;
+    ibv_flow_spec_eth eth;
+    ibv_flow_spec_action_tag tag;
+  } __attribute__((packed)) f{};
+  f.attr.type = IBV_FLOW_ATTR_NORMAL;
+  f.attr.size = sizeof f;
+  f.attr.num_of_specs = 2;
+  f.attr.port = 1;
+  f.attr.priority = priority;
+  f.attr.flags = dont_trap ? IBV_FLOW_ATTR_FLAGS_DONT_TRAP : 0;
+  f.eth.type = IBV_FLOW_SPEC_ETH;
+  f.eth.size = sizeof f.eth;
+  std::memcpy(f.eth.val.dst_mac, dst.data(), 6);
+  std::memset(f.eth.mask.dst_mac, 0xff, 6);
+  f.tag.type = IBV_FLOW_SPEC_ACTION_TAG;
+  f.tag.size = sizeof f.tag;
+  f.tag.tag_id = tag;
+  void* attr = &f;
+  return ibv_create_flow(qp, static_cast<ibv_flow_attr*>(attr));
+}
+
+// Flow tags reach the completion (ibv_wc_read_flow_tag); a DONT_TRAP rule
+// takes a copy and lets the frame go on to the rules below it.
+TEST(RawPacket, FlowTagsAndDontTrap) {
+  SKIP_WITHOUT_CAP_NET_RAW();
+  use_loopback();
+  Device dev;
+  ibv_cq_init_attr_ex ca{};
+  ca.cqe = 64;
+  ca.wc_flags = IBV_WC_EX_WITH_FLOW_TAG | IBV_WC_EX_WITH_BYTE_LEN;
+  ibv_cq_ex* cq = ibv_create_cq_ex(dev.ctx, &ca);
+  ASSERT_NE(cq, nullptr) << strerror(errno);
+  {
+    RawQp a(dev), b(dev), c(dev, 0, 0, 0, 16, ibv_cq_ex_to_cq(cq));
+    ASSERT_NE(a.qp, nullptr) << strerror(errno);
+    ASSERT_NE(c.qp, nullptr) << strerror(errno);
+    const Mac to{0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0x07};
+    errno = 0;
+    EXPECT_EQ(tagged_flow_to(b.qp, to, 1u << 24, 0, false), nullptr);
+    EXPECT_EQ(errno, EINVAL) << "tags have 24 bits";
+    ibv_flow* copy = tagged_flow_to(b.qp, to, 0x123456, 0, true);
+    ibv_flow* keep = tagged_flow_to(c.qp, to, 0x42, 1, false);
+    ASSERT_NE(copy, nullptr) << strerror(errno);
+    ASSERT_NE(keep, nullptr) << strerror(errno);
+
+    auto f = frame_to(to, 80, 1);
+    ASSERT_EQ(a.send(f), IBV_WC_SUCCESS);
+    auto wb = wait_wc(b.cq, 1);
+    ASSERT_EQ(wb.size(), 1u) << "the DONT_TRAP rule got a copy";
+    EXPECT_EQ(wb[0].byte_len, f.size());
+    // ... and the rule below it the frame, with that rule's tag.
+    ibv_poll_cq_attr pa{};
+    int rc = ENOENT;
+    for (int i = 0; i < 5000 && rc == ENOENT; ++i) {
+      rc = ibv_start_poll(cq, &pa);
+      if (rc == ENOENT) usleep(1000);
+    }
+    ASSERT_EQ(rc, 0);
+    EXPECT_EQ(cq->status, IBV_WC_SUCCESS);
+    EXPECT_EQ(ibv_wc_read_byte_len(cq), f.size());
+    EXPECT_EQ(ibv_wc_read_flow_tag(cq), 0x42u);
+    ibv_end_poll(cq);
+    EXPECT_EQ(ibv_destroy_flow(copy), 0);
+    EXPECT_EQ(ibv_destroy_flow(keep), 0);
+  }
+  EXPECT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cq)), 0);
 }
 
 TEST(RawPacket, ChecksumOffloadFillsChecksumsAndReceiversSeeThemChecked) {
