@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/link_watch.h"
 #include "shm/robust_mutex.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -49,10 +50,12 @@ Context* Context::create(ibv_device* dev) {
   pthread_mutex_init(&ic.mutex, nullptr);
   ic.abi_compat = __VERBS_ABI_IS_EXTENDED;
   c->sz = sizeof(verbs_context);
+  link_watch::add(c);
   return c;
 }
 
 void Context::destroy() {
+  link_watch::remove(this);
   shared->in_use.store(0, std::memory_order_release);
   async_bell.close(host->arena());
   host->arena().give_context_index(index);
@@ -73,6 +76,11 @@ bool Context::gid_at(int index, GidEntry* out) {
   if (index < 0 || index >= static_cast<int>(gids.size())) return false;
   *out = gids[index];
   return true;
+}
+
+void Context::forget_gids() {
+  std::lock_guard g(gid_mu);
+  gids_read_ns = 0;
 }
 
 int Context::gid_count() {

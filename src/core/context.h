@@ -64,6 +64,8 @@ struct Context : verbs_context {
   // GID table access. Returns false when `index` holds no GID.
   bool gid_at(int index, GidEntry* out);
   int gid_count();
+  // The next lookup reads the host's addresses again (they changed).
+  void forget_gids();
   // Index of `gid` in the table, or -1.
   int find_gid(const ibv_gid& gid);
   // True when `gid` is an address of this host (reachable in shared memory).

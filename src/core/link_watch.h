@@ -1,0 +1,21 @@
+// Port events from the host's network state. The port of this device is the
+// host's IP stack: its GIDs are the host's addresses (core/gid_table.h), and
+// it is ACTIVE while there is at least one. A thread per process (started
+// with the first context, asleep in recv() on a netlink socket) hears the
+// kernel announce address and link changes and raises what a RoCE device
+// raises then: IBV_EVENT_GID_CHANGE when the GID table changed, and
+// IBV_EVENT_PORT_ERR / IBV_EVENT_PORT_ACTIVE when the port went down or up.
+#pragma once
+
+namespace sv {
+
+struct Context;
+
+namespace link_watch {
+
+// Contexts that get the events (from Context::create / destroy).
+void add(Context* ctx);
+void remove(Context* ctx);
+
+}  // namespace link_watch
+}  // namespace sv
