@@ -76,6 +76,8 @@ void fill_device_attr_ex(ibv_device_attr_ex* a) {
       two_sided | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC;
   a->odp_caps.per_transport_caps.uc_odp_caps = two_sided | IBV_ODP_SUPPORT_WRITE;
   a->odp_caps.per_transport_caps.ud_odp_caps = two_sided;
+  // XRC: the same requester and responder code (XRC SRQs receive).
+  a->xrc_odp_caps = two_sided | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC;
   a->max_dm_size = limits::kMaxDmSize;
   // Raw Ethernet (raw.h): checksums, FCS, C-VLAN stripping, TSO and RSS, in software.
   a->raw_packet_caps = IBV_RAW_PACKET_CAP_CVLAN_STRIPPING | IBV_RAW_PACKET_CAP_SCATTER_FCS |

@@ -55,6 +55,7 @@ TEST(Odp, DeviceAdvertisesOnDemandPagingAndDeviceMemory) {
   const uint32_t rc = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
                       IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
   EXPECT_EQ(a.odp_caps.per_transport_caps.rc_odp_caps & rc, rc);
+  EXPECT_EQ(a.xrc_odp_caps & rc, rc);
   EXPECT_GT(a.max_dm_size, 0u);
 }
 
