@@ -1,0 +1,63 @@
+#include "icrc.h"
+
+#include <zlib.h>
+
+#include <cstring>
+
+#include "roce_opcode.h"
+
+namespace sv::net {
+namespace {
+
+constexpr size_t kIpv4MinHeader = 20, kIpv4MaxHeader = 60, kIpv6Header = 40, kUdpHeader = 8;
+constexpr size_t kUdpChecksum = 6, kBthCongestion = 4;
+
+// Copies the IP header to `out` with the variant fields set to ones and
+// returns its length, or 0 if it is not a well-formed IPv4/IPv6 header.
+size_t masked_ip_header(const uint8_t* ip, size_t len, uint8_t* out) {
+  if (len < 1) return 0;
+  switch (ip[0] >> 4) {
+    case 4: {
+      size_t ihl = size_t{ip[0] & 0x0Fu} * 4;
+      if (ihl < kIpv4MinHeader || len < ihl) return 0;
+      std::memcpy(out, ip, ihl);
+      out[1] = 0xFF;                // TOS (DSCP, ECN)
+      out[8] = 0xFF;                // TTL
+      out[10] = out[11] = 0xFF;     // header checksum
+      return ihl;
+    }
+    case 6:
+      if (len < kIpv6Header) return 0;
+      std::memcpy(out, ip, kIpv6Header);
+      out[0] |= 0x0F;               // traffic class, high nibble
+      out[1] = out[2] = out[3] = 0xFF;  // traffic class, low nibble; flow label
+      out[7] = 0xFF;                // hop limit
+      return kIpv6Header;
+    default:
+      return 0;
+  }
+}
+
+}  // namespace
+
+uint32_t icrc(const uint8_t* ip_packet, size_t len) {
+  uint8_t masked[kIpv4MaxHeader + kUdpHeader + kBthBytes];
+  size_t ip_len = masked_ip_header(ip_packet, len, masked);
+  size_t header_len = ip_len + kUdpHeader + kBthBytes;
+  if (ip_len == 0 || len < header_len) return 0;
+  std::memcpy(masked + ip_len, ip_packet + ip_len, kUdpHeader + kBthBytes);
+  masked[ip_len + kUdpChecksum] = masked[ip_len + kUdpChecksum + 1] = 0xFF;
+  masked[ip_len + kUdpHeader + kBthCongestion] = 0xFF;
+
+  // zlib's crc32 is the reflected CRC-32 with the initial and final
+  // complement built in: exactly the ICRC once the eight 0xff bytes of the
+  // absent LRH have gone in first. (IP packets are < 64 KiB: uInt holds len.)
+  static constexpr uint8_t kNoLrh[8] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
+  uLong crc = crc32(0, nullptr, 0);
+  crc = crc32(crc, kNoLrh, sizeof kNoLrh);
+  crc = crc32(crc, masked, static_cast<uInt>(header_len));
+  crc = crc32(crc, ip_packet + header_len, static_cast<uInt>(len - header_len));
+  return static_cast<uint32_t>(crc);
+}
+
+}  // namespace sv::net
