@@ -11,6 +11,7 @@ packages=(
   ibverbs-utils rdmacm-utils perftest   # Debian's clients, run unmodified in tests
   libgtest-dev libgmock-dev libbenchmark-dev
   iproute2 procps python3
+  nftables                              # packet loss on the RoCEv2 test links (no netem in every kernel)
   tshark                                # decodes our CM MADs independently (e2e_ibcm_tshark)
   ucx-utils libfabric-bin gnuplot-nox  # peers the benchmarks compare against, plots
 )

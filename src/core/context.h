@@ -49,7 +49,7 @@ struct Context : verbs_context {
 
   // How messages leave this context: to a GID of this host (or a multicast
   // group, whose members on this host are reached in shared memory), through
-  // shared memory; to any other GID, through the network transport (none yet).
+  // shared memory; to any other GID, through the network transport (RoCEv2).
   Transport* local_transport = nullptr;
   Transport* remote_transport = nullptr;
   Transport* transport_for(const ibv_gid& dgid) {

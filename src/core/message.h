@@ -13,6 +13,7 @@
 namespace sv {
 
 struct Connection;
+struct Qp;
 
 // A contiguous piece of the requester's memory (already lkey-checked).
 struct Piece {
@@ -43,6 +44,7 @@ struct Message {
   const Piece* sink;        // READ/atomic results land here
   uint32_t num_sink;
   Connection* conn;         // connected QPs: what the requester remembers of the responder; else null
+  Qp* qp;                   // the requesting QP (null when a responder rebuilt the message from packets)
 };
 
 // The transports with acknowledgements: RC, and the sending side of XRC.
@@ -57,6 +59,8 @@ enum class Outcome {
   kRemoteAccess,       // NAK: remote access error (rkey, bounds, permission)
   kRemoteInvalid,      // NAK: invalid request (length, opcode)
   kRemoteOperational,  // NAK: remote operational error (responder's own fault)
+  kPending,            // on the wire: the answer comes later (requester.h answer_from_network)
+  kRetryExceeded,      // RC over the network: no ACK after retry_cnt retransmissions
 };
 
 struct Response {

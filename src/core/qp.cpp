@@ -13,6 +13,7 @@
 #include "core/qp_state.h"
 #include "core/requester.h"
 #include "core/scheduler.h"
+#include "core/transport.h"
 #include "util/bits.h"
 #include "util/raw_enum.h"
 #include "util/log.h"
@@ -221,7 +222,7 @@ void apply_attrs(Qp* qp, const ibv_qp_attr& a, int mask) {
     s->dest_qpn = qp->peer.qpn = a.dest_qp_num;
     qp->conn.forget();
   }
-  if (mask & IBV_QP_RQ_PSN) q.rq_psn = a.rq_psn & 0xffffff;
+  if (mask & IBV_QP_RQ_PSN) s->rq_psn = q.rq_psn = a.rq_psn & 0xffffff;
   if (mask & IBV_QP_SQ_PSN) q.sq_psn = a.sq_psn & 0xffffff;
   if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) s->max_dest_rd_atomic = q.max_dest_rd_atomic = a.max_dest_rd_atomic;
   if (mask & IBV_QP_MAX_QP_RD_ATOMIC) q.max_rd_atomic = a.max_rd_atomic;
@@ -244,6 +245,8 @@ void reset_queues(Qp* qp) {
   qp->sq_exec = qp->sq_tail;
   qp->sq_head.store(qp->sq_tail, std::memory_order_release);
   qp->resume_at_ns = 0;
+  qp->net_pending = false;
+  if (qp->ctx->remote_transport) qp->ctx->remote_transport->forget_qp(qp->qp_base.qp_num, false);
   if (!qp->srq_obj && qp->rq.shared()) qp->rq.discard_all();
   qp->shared->remote_error.store(0, std::memory_order_release);
   qp->shared->established.store(0, std::memory_order_release);
@@ -251,6 +254,14 @@ void reset_queues(Qp* qp) {
   qp->attr = ibv_qp_attr{};
   qp->attr.path_mig_state = IBV_MIG_MIGRATED;
   qp->attr.cap = qp->cap;
+}
+
+// A QP that may hear from another host: the network transport must be
+// listening before the first packet comes. UD QPs hear from anyone.
+void listen_if_remote(Qp* qp) {
+  Transport* net = qp->ctx->remote_transport;
+  if (!net || qp->type == IBV_QPT_RAW_PACKET) return;
+  if (qp->type == IBV_QPT_UD || (qp->peer.route == net)) net->listen();
 }
 
 // Errors that a peer's responder flagged on this QP take effect here.
@@ -423,6 +434,7 @@ int modify_qp(Qp* qp, ibv_qp_attr* attr, int mask) {
     enter_error_locked(qp);
     return 0;
   }
+  if (next == IBV_QPS_RTR && cur != IBV_QPS_RTR) listen_if_remote(qp);
   set_state(qp, next);
   if (next == IBV_QPS_SQD && qp->attr.en_sqd_async_notify) {
     // The send queue is drained at once: WQEs execute synchronously.
@@ -465,6 +477,7 @@ int destroy_qp(Qp* qp) {
   arena.qp_table()[qp->index].qpn.store(0, std::memory_order_release);
   qp->shared->state.store(IBV_QPS_RESET, std::memory_order_release);
   cancel_resume(qp);
+  if (ctx->remote_transport) ctx->remote_transport->forget_qp(qp->qp_base.qp_num, true);
   {
     std::lock_guard g(ctx->objects_mu);
     ctx->qps.erase(qp->qp_base.qp_num);

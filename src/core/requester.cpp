@@ -189,6 +189,7 @@ Message message_for(Qp* qp, uint64_t pos, const SendWqe& w) {
   m.compare_add = w.compare_add;
   m.swap = w.swap;
   m.conn = qp->type == IBV_QPT_UD ? nullptr : &qp->conn;
+  m.qp = qp;
   return m;
 }
 
@@ -275,6 +276,12 @@ bool act_on_response(Qp* qp, uint64_t pos, Response r) {
     case Outcome::kRemoteOperational:
       fail(qp, pos, IBV_WC_REM_OP_ERR);
       return true;
+    case Outcome::kRetryExceeded:
+      fail(qp, pos, IBV_WC_RETRY_EXC_ERR);
+      return true;
+    case Outcome::kPending:
+      qp->net_pending = true;
+      return false;
   }
   return true;
 }
@@ -356,6 +363,7 @@ void run_send_queue_locked(Qp* qp) {
       flush_send_queue_locked(qp);
       return;
     }
+    if (qp->net_pending) return;  // answer_from_network() goes on
     if (qp->state() != IBV_QPS_RTS) return;  // SQD: hold until RTS again
     if (qp->resume_at_ns && monotonic_ns() < qp->resume_at_ns) {
       if (!qp->scheduled) {
@@ -365,11 +373,24 @@ void run_send_queue_locked(Qp* qp) {
       return;
     }
     if (!execute_next(qp)) {
+      if (qp->net_pending) return;
       qp->scheduled = true;
       schedule_resume(qp, qp->resume_at_ns);
       return;
     }
   }
+}
+
+void answer_from_network(Qp* qp, uint64_t pos, Response r) {
+  std::lock_guard g(qp->sq_mu);
+  if (!qp->net_pending || qp->sq_exec != pos) return;  // flushed or reset meanwhile
+  qp->net_pending = false;
+  if (qp->state() != IBV_QPS_ERR && act_on_response(qp, pos, r) == false && !qp->scheduled) {
+    qp->scheduled = true;  // an RNR NAK: try again once its timer ran out
+    schedule_resume(qp, qp->resume_at_ns);
+    return;
+  }
+  run_send_queue_locked(qp);
 }
 
 void resume_send_queue(Qp* qp) {
@@ -379,6 +400,7 @@ void resume_send_queue(Qp* qp) {
 }
 
 void flush_send_queue_locked(Qp* qp) {
+  qp->net_pending = false;
   while (qp->sq_exec != qp->sq_tail) {
     uint64_t pos = qp->sq_exec;
     complete(qp, pos, IBV_WC_WR_FLUSH_ERR);

@@ -5,12 +5,17 @@
 
 #include <cstdint>
 
+#include "core/message.h"
+
 namespace sv {
 
 struct Qp;
 
 // Runs posted WQEs until the queue is empty or must wait. Holds sq_mu.
 void run_send_queue_locked(Qp* qp);
+// The network's answer to the WQE at `pos` that a transport took with
+// Outcome::kPending (takes sq_mu; ignored if that WQE is no longer waiting).
+void answer_from_network(Qp* qp, uint64_t pos, Response r);
 // Scheduler entry point (takes sq_mu).
 void resume_send_queue(Qp* qp);
 // Completes every WQE not yet executed with IBV_WC_WR_FLUSH_ERR. Holds sq_mu.

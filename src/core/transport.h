@@ -5,9 +5,12 @@
 // the message and brings back the responder's answer:
 //  * shared memory (transport/shm_transport.*): the initiator runs the
 //    responder itself, on the target's queues mapped from its arena;
-//  * RoCEv2/UDP (a later issue): packets, PSNs, ACKs and retransmission;
-//    the target's transport runs the same responder on arrival.
+//  * RoCEv2/UDP (transport/roce_transport.*): packets, PSNs, ACKs and
+//    retransmission; the target's transport runs the same responder on
+//    arrival, and RC answers come back later (Outcome::kPending).
 #pragma once
+
+#include <cstdint>
 
 #include "core/message.h"
 
@@ -21,6 +24,11 @@ class Transport {
   // the responder's answer; an asynchronous one will report it through the
   // requester's completion path instead (docs/ARCHITECTURE.md).
   virtual Response deliver(const Message& m) = 0;
+  // A QP may now receive from this transport (it reached RTR).
+  virtual void listen() {}
+  // The QP is being reset (wait: false) or destroyed (wait: true, returns
+  // once no answer for it is being delivered): drop what is kept for it.
+  virtual void forget_qp(uint32_t /*qpn*/, bool /*wait*/) {}
 };
 
 }  // namespace sv

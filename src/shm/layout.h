@@ -388,6 +388,7 @@ struct alignas(64) QpShared {
   std::atomic<uint32_t> remote_error;  // a peer's responder flagged an error
   std::atomic<uint32_t> established;   // a message arrived: COMM_EST was raised
   uint64_t xrcd_id;  // XRC_RECV QPs: their domain; messages go to that domain's SRQs
+  uint32_t rq_psn;   // the first PSN expected from the network (RoCEv2 responder)
 };
 
 }  // namespace sv::shm

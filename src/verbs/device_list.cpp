@@ -8,6 +8,7 @@
 
 #include "core/context.h"
 #include "shm/registry.h"
+#include "transport/roce_transport.h"
 #include "transport/shm_transport.h"
 #include "util/knobs.h"
 #include "verbs/abi.h"
@@ -66,6 +67,7 @@ SV_EXPORT_1_1(ibv_open_device) ibv_context* sv_ibv_open_device(ibv_device* devic
     Context* ctx = Context::create(device);
     if (!ctx) return nullptr;
     ctx->local_transport = new ShmTransport(*ctx->host);
+    ctx->remote_transport = RoceTransport::get();
     abi::install_context_ops(ctx->ibv());
     return ctx->ibv();
   });

@@ -11,6 +11,7 @@
 #include "core/dm.h"
 #include "core/mr.h"
 #include "core/pd.h"
+#include "transport/roce_transport.h"
 #include "transport/shm_transport.h"
 #include "util/log.h"
 #include "verbs/abi.h"
@@ -59,6 +60,7 @@ SV_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
     ::close(ctx->context.cmd_fd);
     ctx->context.cmd_fd = cmd_fd;
     ctx->local_transport = new ShmTransport(*ctx->host);
+    ctx->remote_transport = RoceTransport::get();
     abi::install_context_ops(ctx->ibv());
     return ctx->ibv();
   });

@@ -1,0 +1,124 @@
+#include "roce_datagram.h"
+
+#include <zlib.h>
+
+#include <cstring>
+
+#include "icrc.h"
+#include "roce_frame.h"
+
+namespace sv::net {
+namespace {
+
+using namespace be;
+
+constexpr size_t kIpIdOffset = 4;
+
+bool ipv4(const DatagramAddrs& a) { return is_v4_mapped(a.src_ip); }
+
+// Writes the IP and UDP headers that carry a `len`-byte datagram just before
+// buf + kDatagramHeadroom; returns where the IP header starts. Fields the
+// ICRC masks (TOS, TTL, checksums, flow label) are left zero.
+uint8_t* put_ip_udp(const DatagramAddrs& a, uint8_t* buf, size_t len) {
+  uint8_t* udp = buf + kDatagramHeadroom - kUdpHeaderBytes;
+  const size_t udp_len = kUdpHeaderBytes + len;
+  put16(udp, a.src_port);
+  put16(udp + 2, a.dst_port);
+  put16(udp + 4, static_cast<uint16_t>(udp_len));
+  put16(udp + 6, 0);
+  if (ipv4(a)) {
+    uint8_t* ip = udp - kIpv4HeaderBytes;
+    std::memset(ip, 0, kIpv4HeaderBytes);
+    ip[0] = 0x45;
+    put16(ip + 2, static_cast<uint16_t>(kIpv4HeaderBytes + udp_len));
+    put16(ip + 6, 0x4000);  // DF
+    ip[9] = 17;
+    std::memcpy(ip + 12, a.src_ip.s6_addr + 12, 4);
+    std::memcpy(ip + 16, a.dst_ip.s6_addr + 12, 4);
+    return ip;
+  }
+  uint8_t* ip = udp - kIpv6HeaderBytes;
+  std::memset(ip, 0, kIpv6HeaderBytes);
+  ip[0] = 0x60;
+  put16(ip + 4, static_cast<uint16_t>(udp_len));
+  ip[6] = 17;
+  std::memcpy(ip + 8, a.src_ip.s6_addr, 16);
+  std::memcpy(ip + 24, a.dst_ip.s6_addr, 16);
+  return ip;
+}
+
+// The change of the ICRC when bit `b` of the IP ID flips, for an IPv4
+// packet of `ip_len` bytes (ICRC excluded): a CRC-32 is affine, so the change
+// depends only on where the bit sits and how many bytes follow it.
+uint32_t id_bit_delta(unsigned b, size_t ip_len) {
+  uint8_t with[8 + kIpIdOffset + 2] = {}, without[sizeof with] = {};
+  with[8 + kIpIdOffset + (b < 8 ? 1 : 0)] = static_cast<uint8_t>(1u << (b & 7));
+  const size_t follows = ip_len - kIpIdOffset - 2;
+  uLong c1 = crc32(0, with, sizeof with), c0 = crc32(0, without, sizeof without);
+  return static_cast<uint32_t>(crc32_combine(c1, 0, static_cast<z_off_t>(follows)) ^
+                               crc32_combine(c0, 0, static_cast<z_off_t>(follows)));
+}
+
+// Whether `target` is a sum (xor) of some of the 16 ID-bit deltas.
+bool in_id_span(uint32_t target, size_t ip_len) {
+  uint32_t basis[32] = {};  // basis[i]: a reduced vector whose top bit is i
+  for (unsigned b = 0; b < 16; ++b) {
+    uint32_t v = id_bit_delta(b, ip_len);
+    for (int i = 31; i >= 0 && v; --i) {
+      if (!(v >> i & 1)) continue;
+      if (!basis[i]) {
+        basis[i] = v;
+        v = 0;
+      } else {
+        v ^= basis[i];
+      }
+    }
+  }
+  for (int i = 31; i >= 0 && target; --i)
+    if (target >> i & 1) {
+      if (!basis[i]) return false;
+      target ^= basis[i];
+    }
+  return target == 0;
+}
+
+uint32_t wire_icrc(const uint8_t* p) {
+  // icrc() returns the number whose little-endian bytes are on the wire.
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+
+}  // namespace
+
+size_t build_datagram(const DatagramAddrs& a, const RocePacket& pkt, const uint8_t* payload, size_t len,
+                      uint8_t* buf) {
+  const OpcodeInfo* info = opcode_info(pkt.bth.opcode);
+  if (!info) return 0;
+  uint8_t* at = buf + kDatagramHeadroom;
+  RocePacket p = pkt;
+  p.bth.pad = pad_for(len);
+  size_t n = encode_headers(p, at);
+  if (!n) return 0;
+  if (len) std::memcpy(at + n, payload, len);
+  n += len;
+  std::memset(at + n, 0, p.bth.pad);
+  n += p.bth.pad;
+  uint8_t* ip = put_ip_udp(a, buf, n + kIcrcBytes);
+  uint32_t crc = icrc(ip, static_cast<size_t>(at + n - ip));
+  at[n] = static_cast<uint8_t>(crc);
+  at[n + 1] = static_cast<uint8_t>(crc >> 8);
+  at[n + 2] = static_cast<uint8_t>(crc >> 16);
+  at[n + 3] = static_cast<uint8_t>(crc >> 24);
+  return n + kIcrcBytes;
+}
+
+bool datagram_icrc_ok(const DatagramAddrs& a, uint8_t* buf, size_t len) {
+  if (len < kBthBytes + kIcrcBytes) return false;
+  uint8_t* at = buf + kDatagramHeadroom;
+  uint8_t* ip = put_ip_udp(a, buf, len);
+  const size_t ip_len = static_cast<size_t>(at + len - kIcrcBytes - ip);
+  const uint32_t wire = wire_icrc(at + len - kIcrcBytes), with_id0 = icrc(ip, ip_len);
+  if (wire == with_id0) return true;
+  return ipv4(a) && in_id_span(wire ^ with_id0, ip_len);
+}
+
+}  // namespace sv::net

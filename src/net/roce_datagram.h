@@ -1,0 +1,42 @@
+// RoCEv2 packets as a UDP socket sends and receives them: BTH, extension
+// headers, payload, pad and ICRC, without the Ethernet, IP and UDP headers
+// (the kernel writes those). The ICRC still covers the IP and UDP headers,
+// so both directions rebuild them in a headroom before the packet
+// (docs/ARCHITECTURE.md, "The ICRC through UDP sockets").
+#pragma once
+
+#include <netinet/in.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "roce_header.h"
+
+namespace sv::net {
+
+// Room for an IPv6 and a UDP header, in front of every datagram buffer.
+inline constexpr size_t kDatagramHeadroom = 48;
+// The most a datagram adds to its payload: the largest headers, pad, ICRC.
+inline constexpr size_t kDatagramOverhead = 64 + 3 + 4;
+
+struct DatagramAddrs {
+  in6_addr src_ip{}, dst_ip{};  // both v4-mapped (IPv4) or both not
+  uint16_t src_port = 0, dst_port = 0;
+};
+
+// Writes `pkt` with `len` bytes of `payload` at buf + kDatagramHeadroom and
+// returns its length (ICRC included), or 0 for an unknown opcode. `buf`
+// holds kDatagramHeadroom + kDatagramOverhead + len bytes. The ICRC is
+// computed for IPv4 with IP ID 0: what Linux sends on an unconnected socket
+// with DF set (IP_PMTUDISC_DO).
+size_t build_datagram(const DatagramAddrs& a, const RocePacket& pkt, const uint8_t* payload, size_t len,
+                      uint8_t* buf);
+
+// Whether the ICRC of the `len`-byte datagram at buf + kDatagramHeadroom
+// (ICRC included) is right; writes the IP/UDP image into the headroom. On
+// IPv4 the sender's IP ID is unknown to a UDP socket: ID 0 is tried first,
+// then any ID (the CRC is linear in it: a corrupted packet still fails, with
+// probability 1 - 2^-16).
+bool datagram_icrc_ok(const DatagramAddrs& a, uint8_t* buf, size_t len);
+
+}  // namespace sv::net

@@ -1,0 +1,142 @@
+// The RoCEv2 engine's state, shared by its three parts: roce_sender.cpp
+// (the requester side of RC/UC/UD: packets out, ACKs and responses in,
+// retransmission), roce_receiver.cpp (the responder side: packets in, the
+// NIC model's respond() on the target QP, ACKs/NAKs and responses out) and
+// roce_transport.cpp (sockets, the network thread, the Transport face).
+//
+// Locks, in the order they nest: call_mu (held while the thread calls into a
+// QP's requester, so destroy_qp can wait that out), a QP's sq_mu, mu (every
+// table below). Nothing is called back into a QP while mu is held.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "core/message.h"
+#include "core/pd.h"
+#include "net/roce_header.h"
+#include "transport/roce_socket.h"
+
+namespace sv {
+
+struct Qp;
+
+namespace roce {
+
+// A RoCEv2 GID is an IPv6 address (IPv4 as ::ffff:a.b.c.d).
+inline const in6_addr& as_in6(const ibv_gid& g) { return *reinterpret_cast<const in6_addr*>(g.raw); }
+
+// Packets a requester may have unacknowledged, and how often it asks for an
+// ACK: a window's worth of MTU packets must fit the peer's socket buffer.
+inline constexpr uint32_t kWindowPackets = 64;
+inline constexpr uint32_t kAckRequestEvery = 16;
+// Responder resources kept to answer a repeated atomic without executing it again.
+inline constexpr size_t kAtomicReplays = 16;
+
+// The RC (or XRC) message a QP has on the wire: one at a time per QP.
+struct Outbound {
+  Qp* qp = nullptr;
+  uint64_t pos = 0;  // its send queue position (the requester's sq_exec)
+  Destination dst;
+  ibv_qp_type type{};
+  ibv_wr_opcode opcode{};
+  uint32_t src_qpn = 0, dst_qpn = 0, xrc_srqn = 0;
+  uint32_t imm = 0;  // as the Message: network order (or the rkey to invalidate)
+  bool solicited = false;
+  uint64_t remote_addr = 0, compare_add = 0, swap = 0;
+  uint32_t rkey = 0;
+  uint64_t length = 0;
+  std::vector<uint8_t> data;  // SEND/WRITE: the payload; READ: where responses land
+  std::vector<Piece> sink;    // READ/atomic: the requester's buffers
+  uint32_t mtu = 1024;
+  uint32_t first_psn = 0, npsn = 1;  // PSNs [first_psn, first_psn + npsn)
+  uint32_t sent = 0;   // packets (READ: responses asked for) sent so far, from the first
+  uint32_t acked = 0;  // packets acknowledged (READ: responses received in order)
+  uint64_t deadline_ns = 0;
+  uint32_t retry_left = 0;
+  uint8_t timeout = 0;  // the QP's timeout attribute (0: wait forever)
+};
+
+struct Sender {
+  uint32_t next_psn = 0;
+  uint32_t link_mtu = 0;  // link_ib_mtu() of the destination, found at the first message
+  bool active = false;
+  Outbound out;
+};
+
+struct AtomicReplay {
+  uint32_t psn = 0;
+  uint64_t original = 0;
+  bool valid = false;
+};
+
+// A QP's responder: the expected PSN, the message being reassembled.
+struct Receiver {
+  uint32_t link_mtu = 0;  // link_ib_mtu() back to the requester
+  uint32_t epsn = 0;
+  uint32_t msn = 0;
+  bool nak_sent = false;  // one NAK per sequence error, until the expected PSN arrives
+  bool in_message = false;
+  uint32_t message_psn = 0;  // the PSN its first packet had
+  net::RocePacket first;     // the first packet's headers (RETH)
+  std::vector<uint8_t> bytes;
+  AtomicReplay replays[kAtomicReplays];
+  size_t next_replay = 0;
+};
+
+// What the network thread owes a requester: its WQE at `pos` answered.
+struct Answer {
+  Qp* qp;
+  uint32_t qpn;
+  uint64_t pos;
+  Response response;
+};
+
+// Where a packet came from and went to: for answers, the GRH and the ICRC.
+struct PacketAddrs {
+  in6_addr src{}, dst{};
+  uint8_t traffic_class = 0, hop_limit = 64;
+};
+
+class Engine {
+ public:
+  RoceSocket sock;
+  std::mutex mu;
+  std::mutex call_mu;
+  std::unordered_map<uint32_t, Sender> senders;      // by local QPN
+  std::unordered_map<uint32_t, Receiver> receivers;  // by local QPN
+  std::vector<Answer> answers;                       // filled under mu, run without it
+  int wake_fd = -1;
+
+  // Sends one packet; false when the kernel refused it (a lost packet).
+  bool transmit(const in6_addr& src, const in6_addr& dst, uint8_t traffic_class, const net::RocePacket& pkt,
+                const uint8_t* payload, size_t len);
+
+  // Requester side (roce_sender.cpp); under mu.
+  Response send_unreliable(const Message& m);  // UC, UD: out at once
+  Response start_reliable(const Message& m);   // RC, XRC: kPending
+  void on_response(const net::RocePacket& pkt, const PacketAddrs& from);
+  void on_timers(uint64_t now_ns);
+  uint64_t next_deadline() const;  // 0: none
+
+  // Responder side (roce_receiver.cpp); under mu.
+  void on_request(const net::RocePacket& pkt, const PacketAddrs& from);
+
+ private:
+  void pump(Outbound& o);
+  void send_packet(Outbound& o, uint32_t index);
+  void finish(Sender& s, Response r);
+  void go_back(Outbound& o, uint32_t index);
+  void request_read(Outbound& o);
+
+  void answer(const PacketAddrs& to, uint32_t dst_qpn, uint8_t syndrome, uint32_t psn, uint32_t msn);
+  void receive_unreliable(const net::RocePacket& pkt, const PacketAddrs& from, uint32_t qpn);
+  void receive_reliable(const net::RocePacket& pkt, const PacketAddrs& from, uint32_t qpn);
+};
+
+Engine& engine();
+
+}  // namespace roce
+}  // namespace sv

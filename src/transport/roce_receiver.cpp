@@ -1,0 +1,367 @@
+// The responder side of RoCEv2: packets addressed to a QP of this host are
+// checked against its expected PSN (duplicates re-acknowledged, READs
+// re-executed, atomics replayed from the saved result; a gap draws one
+// sequence-error NAK), reassembled into the whole message, and executed by
+// the same respond() the shared-memory path runs (core/responder.h), whose
+// verdict goes back as an ACK, an RNR NAK, a NAK, READ response packets or
+// an atomic acknowledgement.
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/limits.h"
+#include "core/responder.h"
+#include "net/udp_sport.h"
+#include "shm/host.h"
+#include "shm/layout.h"
+#include "transport/roce_engine.h"
+#include "util/log.h"
+
+namespace sv::roce {
+namespace {
+
+using namespace net;
+
+// The QP `qpn` of this host, wherever its process: the registry slot in its
+// number names the process, the low bits its QP table entry.
+bool find_target(uint32_t qpn, const shm::Peer** owner, shm::QpShared** target) {
+  shm::Host* host = shm::Host::get();
+  const shm::Peer* p = host ? host->peers().get(shm::qpn_slot(qpn)) : nullptr;
+  if (!p) return false;
+  auto* entry = p->at<shm::QpSlotEntry>(p->header()->qp_table + shm::qpn_index(qpn) * sizeof(shm::QpSlotEntry));
+  if (!entry || entry->qpn.load(std::memory_order_acquire) != qpn) return false;
+  auto* t = p->at<shm::QpShared>(entry->shared_off.load(std::memory_order_acquire));
+  if (!t || t->qpn != qpn) return false;
+  *owner = p;
+  *target = t;
+  return true;
+}
+
+ibv_qp_type qp_type_of(uint8_t opcode) {
+  switch (opcode & kTransportMask) {
+    case kTransportUc:
+      return IBV_QPT_UC;
+    case kTransportUd:
+      return IBV_QPT_UD;
+    case kTransportXrc:
+      return IBV_QPT_XRC_SEND;
+    default:
+      return IBV_QPT_RC;
+  }
+}
+
+// The work request a message's last (or only) packet says it was.
+ibv_wr_opcode wr_opcode_of(uint8_t opcode) {
+  switch (opcode & ~kTransportMask) {
+    case kSendLastImm:
+    case kSendOnlyImm:
+      return IBV_WR_SEND_WITH_IMM;
+    case kSendLastInv:
+    case kSendOnlyInv:
+      return IBV_WR_SEND_WITH_INV;
+    case kWriteFirst:
+    case kWriteMiddle:
+    case kWriteLast:
+    case kWriteOnly:
+      return IBV_WR_RDMA_WRITE;
+    case kWriteLastImm:
+    case kWriteOnlyImm:
+      return IBV_WR_RDMA_WRITE_WITH_IMM;
+    case kReadRequest:
+      return IBV_WR_RDMA_READ;
+    case kCompareSwap:
+      return IBV_WR_ATOMIC_CMP_AND_SWP;
+    case kFetchAdd:
+      return IBV_WR_ATOMIC_FETCH_AND_ADD;
+    default:
+      return IBV_WR_SEND;
+  }
+}
+
+// Where the message came from, as the receiver's GRH will say.
+Destination source_of(const PacketAddrs& from) {
+  Destination d;
+  std::memcpy(d.sgid.raw, &from.src, 16);
+  std::memcpy(d.dgid.raw, &from.dst, 16);
+  d.traffic_class = from.traffic_class;
+  d.hop_limit = from.hop_limit;
+  return d;
+}
+
+// The Message the NIC model executes for `pkt` (the last packet, or the
+// only one), with `first` the packet that started it.
+Message message_for(const RocePacket& first, const RocePacket& pkt, const shm::QpShared& t, const Destination& d) {
+  Message m;
+  m.qp_type = qp_type_of(pkt.bth.opcode);
+  m.opcode = wr_opcode_of(pkt.bth.opcode);
+  m.src_qpn = m.qp_type == IBV_QPT_UD ? pkt.deth.src_qp : t.dest_qpn;  // RC/UC: the connection is the sender
+  m.dst_qpn = t.qpn;
+  m.qkey = pkt.deth.qkey;
+  m.imm = m.opcode == IBV_WR_SEND_WITH_INV ? pkt.ieth : htonl(pkt.imm);
+  m.xrc_srqn = first.xrceth.srqn;
+  m.solicited = pkt.bth.se;
+  m.block_self_mcast = false;
+  m.dst = &d;
+  m.pieces = m.sink = nullptr;
+  m.num_pieces = m.num_sink = 0;
+  m.length = 0;
+  m.remote_addr = first.reth.va;
+  m.rkey = first.reth.rkey;
+  m.compare_add = m.swap = 0;
+  if (m.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || m.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+    m.remote_addr = first.atomic_eth.va;
+    m.rkey = first.atomic_eth.rkey;
+    m.compare_add = m.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? first.atomic_eth.compare : first.atomic_eth.swap_add;
+    m.swap = first.atomic_eth.swap_add;
+    m.length = 8;
+  }
+  m.conn = nullptr;
+  m.qp = nullptr;
+  return m;
+}
+
+uint8_t nak_for(Outcome o) {
+  switch (o) {
+    case Outcome::kRemoteAccess:
+      return aeth_nak(NakCode::kRemoteAccessError);
+    case Outcome::kRemoteOperational:
+      return aeth_nak(NakCode::kRemoteOperationalError);
+    default:
+      return aeth_nak(NakCode::kInvalidRequest);
+  }
+}
+
+bool is_error(Outcome o) {
+  return o == Outcome::kRemoteAccess || o == Outcome::kRemoteInvalid || o == Outcome::kRemoteOperational;
+}
+
+PacketAddrs reply_to(const PacketAddrs& from) {
+  PacketAddrs to = from;
+  to.src = from.dst;
+  to.dst = from.src;
+  return to;
+}
+
+uint32_t responder_mtu(const shm::QpShared& t) {
+  return t.path_mtu >= 256 && t.path_mtu <= 4096 ? t.path_mtu : 1024;
+}
+
+}  // namespace
+
+void Engine::answer(const PacketAddrs& to, uint32_t dst_qpn, uint8_t syndrome, uint32_t psn, uint32_t msn) {
+  RocePacket p;
+  p.bth.opcode = kAck;  // RC ACKNOWLEDGE; XRC answers the same way
+  p.bth.dest_qp = dst_qpn;
+  p.bth.psn = psn & kMask24;
+  p.aeth.syndrome = syndrome;
+  p.aeth.msn = msn & kMask24;
+  transmit(to.src, to.dst, to.traffic_class, p, nullptr, 0);
+}
+
+void Engine::on_request(const RocePacket& pkt, const PacketAddrs& from) {
+  const uint32_t qpn = pkt.bth.dest_qp;
+  if (qp_type_of(pkt.bth.opcode) == IBV_QPT_UC || qp_type_of(pkt.bth.opcode) == IBV_QPT_UD)
+    receive_unreliable(pkt, from, qpn);
+  else
+    receive_reliable(pkt, from, qpn);
+}
+
+void Engine::receive_unreliable(const RocePacket& pkt, const PacketAddrs& from, uint32_t qpn) {
+  const shm::Peer* owner;
+  shm::QpShared* t;
+  if (!find_target(qpn, &owner, &t)) return;
+  shm::PeerTable& peers = shm::Host::get()->peers();
+  const Destination d = source_of(from);
+  const OpcodeInfo* info = opcode_info(pkt.bth.opcode);
+  if (qp_type_of(pkt.bth.opcode) == IBV_QPT_UD) {
+    if (!info->is(kOnly)) return;
+    Message m = message_for(pkt, pkt, *t, d);
+    Piece piece{const_cast<uint8_t*>(pkt.payload), static_cast<uint32_t>(pkt.payload_len)};
+    m.pieces = &piece;
+    m.num_pieces = 1;
+    m.length = pkt.payload_len;
+    respond(peers, *owner, *t, m);
+    return;
+  }
+  // UC: a message missing a packet is dropped whole, as the wire loses it.
+  if (std::memcmp(&from.src, t->dgid.raw, 16) != 0) return;
+  auto [it, fresh] = receivers.try_emplace(qpn);
+  Receiver& r = it->second;
+  if (info->starts_message()) {
+    r.in_message = true;
+    r.first = pkt;
+    r.bytes.clear();
+  } else if (!r.in_message || pkt.bth.psn != r.epsn) {
+    r.in_message = false;
+    return;
+  }
+  r.epsn = psn_add(pkt.bth.psn, 1);
+  r.bytes.insert(r.bytes.end(), pkt.payload, pkt.payload + pkt.payload_len);
+  if (!info->ends_message()) return;
+  r.in_message = false;
+  Message m = message_for(r.first, pkt, *t, d);
+  Piece piece{r.bytes.data(), static_cast<uint32_t>(r.bytes.size())};
+  m.pieces = &piece;
+  m.num_pieces = 1;
+  m.length = r.bytes.size();
+  respond(peers, *owner, *t, m);
+}
+
+void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, uint32_t qpn) {
+  const shm::Peer* owner;
+  shm::QpShared* t;
+  if (!find_target(qpn, &owner, &t)) return;
+  if (std::memcmp(&from.src, t->dgid.raw, 16) != 0) return;  // not the connected peer
+  shm::PeerTable& peers = shm::Host::get()->peers();
+  auto [it, fresh] = receivers.try_emplace(qpn);
+  Receiver& r = it->second;
+  if (fresh) r.epsn = t->rq_psn;
+  const OpcodeInfo* info = opcode_info(pkt.bth.opcode);
+  const PacketAddrs to = reply_to(from);
+  const uint32_t peer_qpn = t->dest_qpn, psn = pkt.bth.psn;
+  const Destination d = source_of(from);
+  const int order = psn_compare(psn, r.epsn);
+  const bool read = info->is(kRead), atomic = info->is(kAtomic);
+
+  if (order > 0) {  // a packet is missing: ask for it once
+    if (!r.nak_sent) answer(to, peer_qpn, aeth_nak(NakCode::kPsnSequenceError), r.epsn, r.msn);
+    r.nak_sent = true;
+    return;
+  }
+  if (order < 0 && !read) {  // a duplicate: our answer was lost
+    if (atomic) {
+      for (const AtomicReplay& a : r.replays)
+        if (a.valid && a.psn == psn) {
+          RocePacket p;
+          p.bth.opcode = kAtomicAck;
+          p.bth.dest_qp = peer_qpn;
+          p.bth.psn = psn;
+          p.aeth.syndrome = aeth_ack();
+          p.aeth.msn = r.msn;
+          p.atomic_ack = a.original;
+          transmit(to.src, to.dst, to.traffic_class, p, nullptr, 0);
+        }
+      return;
+    }
+    answer(to, peer_qpn, aeth_ack(), psn_add(r.epsn, kMask24), r.msn);  // everything before epsn arrived
+    return;
+  }
+  if (order == 0) r.nak_sent = false;
+
+  if (read) {  // new or repeated: reading again is harmless
+    if (!r.link_mtu) r.link_mtu = link_ib_mtu(from.src);
+    const uint32_t len = pkt.reth.len, mtu = std::min(responder_mtu(*t), r.link_mtu);
+    std::vector<uint8_t> data(len);
+    Message m = message_for(pkt, pkt, *t, d);
+    Piece sink{data.data(), len};
+    m.sink = &sink;
+    m.num_sink = len ? 1 : 0;
+    m.length = len;
+    Response resp = respond(peers, *owner, *t, m);
+    if (resp.outcome != Outcome::kAck) {
+      if (is_error(resp.outcome)) answer(to, peer_qpn, nak_for(resp.outcome), psn, r.msn);
+      return;
+    }
+    const uint32_t n = len == 0 ? 1 : (len + mtu - 1) / mtu;
+    if (order == 0) {
+      r.epsn = psn_add(psn, n);
+      r.msn = psn_add(r.msn, 1);
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+      RocePacket p;
+      p.bth.opcode = n == 1 ? kReadResponseOnly
+                     : i == 0 ? kReadResponseFirst
+                     : i + 1 == n ? kReadResponseLast
+                                  : kReadResponseMiddle;
+      p.bth.dest_qp = peer_qpn;
+      p.bth.psn = psn_add(psn, i);
+      p.aeth.syndrome = aeth_ack();
+      p.aeth.msn = r.msn;
+      const uint32_t off = i * mtu, size = std::min(mtu, len - std::min(len, off));
+      transmit(to.src, to.dst, to.traffic_class, p, data.data() + off, size);
+    }
+    return;
+  }
+
+  if (atomic) {
+    uint64_t original = 0;
+    Message m = message_for(pkt, pkt, *t, d);
+    Piece sink{reinterpret_cast<uint8_t*>(&original), 8};
+    m.sink = &sink;
+    m.num_sink = 1;
+    Response resp = respond(peers, *owner, *t, m);
+    if (resp.outcome != Outcome::kAck) {
+      if (is_error(resp.outcome)) answer(to, peer_qpn, nak_for(resp.outcome), psn, r.msn);
+      return;
+    }
+    r.epsn = psn_add(psn, 1);
+    r.msn = psn_add(r.msn, 1);
+    r.replays[r.next_replay] = AtomicReplay{psn, original, true};
+    r.next_replay = (r.next_replay + 1) % kAtomicReplays;
+    RocePacket p;
+    p.bth.opcode = kAtomicAck;
+    p.bth.dest_qp = peer_qpn;
+    p.bth.psn = psn;
+    p.aeth.syndrome = aeth_ack();
+    p.aeth.msn = r.msn;
+    p.atomic_ack = original;
+    transmit(to.src, to.dst, to.traffic_class, p, nullptr, 0);
+    return;
+  }
+
+  // SEND or WRITE, packet by packet.
+  const bool write = info->is(kWrite);
+  if (info->starts_message()) {
+    if (r.in_message) {  // the previous message never ended
+      answer(to, peer_qpn, aeth_nak(NakCode::kInvalidRequest), psn, r.msn);
+      return;
+    }
+    r.in_message = true;
+    r.message_psn = psn;
+    r.first = pkt;
+    r.bytes.clear();
+  } else if (!r.in_message || opcode_info(r.first.bth.opcode)->is(kWrite) != write) {
+    answer(to, peer_qpn, aeth_nak(NakCode::kInvalidRequest), psn, r.msn);
+    return;
+  }
+  if (r.bytes.size() + pkt.payload_len > limits::kMaxMsgSize) {
+    r.in_message = false;
+    answer(to, peer_qpn, aeth_nak(NakCode::kInvalidRequest), psn, r.msn);
+    return;
+  }
+  r.bytes.insert(r.bytes.end(), pkt.payload, pkt.payload + pkt.payload_len);
+  r.epsn = psn_add(psn, 1);
+  if (!info->ends_message()) {
+    if (pkt.bth.ack_req) answer(to, peer_qpn, aeth_ack(), psn, r.msn);
+    return;
+  }
+  r.in_message = false;
+  Message m = message_for(r.first, pkt, *t, d);
+  Piece piece{r.bytes.data(), static_cast<uint32_t>(r.bytes.size())};
+  m.pieces = &piece;
+  m.num_pieces = r.bytes.empty() ? 0 : 1;
+  m.length = r.bytes.size();
+  Response resp{Outcome::kRemoteInvalid, 0};
+  if (!write || r.first.reth.len == r.bytes.size()) resp = respond(peers, *owner, *t, m);
+  switch (resp.outcome) {
+    case Outcome::kAck:
+      r.msn = psn_add(r.msn, 1);
+      answer(to, peer_qpn, aeth_ack(), psn, r.msn);
+      return;
+    case Outcome::kRnr:  // the whole message comes again, from its first PSN
+      r.epsn = r.message_psn;
+      answer(to, peer_qpn, aeth_rnr_nak(resp.rnr_timer), r.message_psn, r.msn);
+      return;
+    case Outcome::kRemoteAccess:
+    case Outcome::kRemoteInvalid:
+    case Outcome::kRemoteOperational:
+      answer(to, peer_qpn, nak_for(resp.outcome), psn, r.msn);
+      return;
+    default:  // the QP cannot take it (not ready, not connected): as if it never came
+      r.epsn = r.message_psn;
+      return;
+  }
+}
+
+}  // namespace sv::roce

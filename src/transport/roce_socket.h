@@ -1,0 +1,61 @@
+// The UDP sockets RoCEv2 packets travel through: one IPv4 and one IPv6
+// socket on the RoCE port 4791 when this process owns the port in its
+// network namespace, else on an ephemeral port (sending only: RoCE peers
+// answer to 4791). Sends set the source address per packet (the QP's source
+// GID) and DF, so the IP ID is 0 and the ICRC is known in advance
+// (net/roce_datagram.h). Receives report both addresses, which the ICRC and
+// a UD receiver's GRH need.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace sv {
+
+struct DatagramInfo {
+  in6_addr src{}, dst{};  // IPv4 as ::ffff:a.b.c.d
+  uint16_t src_port = 0;
+  uint8_t traffic_class = 0;
+  uint8_t hop_limit = 64;
+};
+
+// The largest IB MTU (256..4096) whose packets fit the link that leads to
+// `dst`, as rxe derives its port MTU from the netdev's (headers allowed for);
+// 1024 when the route is unknown.
+uint32_t link_ib_mtu(const in6_addr& dst);
+
+class RoceSocket {
+ public:
+  RoceSocket() = default;
+  RoceSocket(const RoceSocket&) = delete;
+  RoceSocket& operator=(const RoceSocket&) = delete;
+  ~RoceSocket() { close(); }
+
+  // Opens both sockets; on the RoCE port if it is free. False (errno set)
+  // when not even an ephemeral socket could be had.
+  bool open();
+  void close();
+  bool owns_roce_port() const { return owns_port_; }
+  // This process's UDP source port for `dst`'s family.
+  uint16_t source_port(const in6_addr& dst) const;
+  int fd4() const { return fd4_; }
+  int fd6() const { return fd6_; }
+
+  // Sends `len` bytes to `dst` port `dst_port` from `src`; false (errno) when
+  // the kernel refused (no route, buffer full: a lost packet to RoCE).
+  bool send(const in6_addr& src, const in6_addr& dst, uint16_t dst_port, uint8_t traffic_class,
+            const uint8_t* data, size_t len);
+  // Receives one datagram from `fd` without blocking: its length, or -1
+  // (errno EAGAIN when none is waiting).
+  ssize_t receive(int fd, uint8_t* buf, size_t cap, DatagramInfo* info);
+
+ private:
+  int fd4_ = -1, fd6_ = -1;
+  uint16_t port4_ = 0, port6_ = 0;
+  bool owns_port_ = false;
+};
+
+}  // namespace sv

@@ -1,0 +1,186 @@
+#include "transport/roce_transport.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "core/qp.h"
+#include "core/requester.h"
+#include "net/roce_datagram.h"
+#include "net/roce_frame.h"
+#include "net/roce_opcode.h"
+#include "transport/roce_engine.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+namespace sv {
+namespace roce {
+namespace {
+
+std::mutex g_start_mu;
+std::atomic<bool> g_started{false};
+
+// A fork()ed child has no network thread and must not read its parent's
+// packets: it starts afresh when it first needs the network.
+void after_fork_in_child() {
+  Engine& e = engine();
+  e.sock.close();
+  if (e.wake_fd >= 0) close(e.wake_fd);
+  e.wake_fd = -1;
+  e.senders.clear();
+  e.receivers.clear();
+  e.answers.clear();
+  new (&e.mu) std::mutex();
+  new (&e.call_mu) std::mutex();
+  new (&g_start_mu) std::mutex();
+  g_started.store(false);
+}
+
+void wake(Engine& e) {
+  uint64_t one = 1;
+  if (e.wake_fd >= 0) (void)!write(e.wake_fd, &one, sizeof one);
+}
+
+// Hands each answered work request back to its QP's requester. call_mu
+// keeps destroy_qp from freeing a QP while it is being answered.
+void run_answers(Engine& e) {
+  std::vector<Answer> todo;
+  {
+    std::lock_guard g(e.mu);
+    todo.swap(e.answers);
+  }
+  if (todo.empty()) return;
+  std::lock_guard c(e.call_mu);
+  for (const Answer& a : todo) {
+    {
+      std::lock_guard g(e.mu);
+      if (!e.senders.count(a.qpn)) continue;  // forgotten (destroyed or reset) meanwhile
+    }
+    answer_from_network(a.qp, a.pos, a.response);
+  }
+}
+
+void handle_datagram(Engine& e, uint8_t* buf, size_t len, const DatagramInfo& info, uint16_t local_port) {
+  net::DatagramAddrs a;
+  a.src_ip = info.src;
+  a.dst_ip = info.dst;
+  a.src_port = info.src_port;
+  a.dst_port = local_port;
+  if (!net::datagram_icrc_ok(a, buf, len)) {
+    SV_DEBUG("RoCEv2 packet with a bad ICRC dropped");
+    return;
+  }
+  net::RocePacket pkt;
+  if (!net::decode(buf + net::kDatagramHeadroom, len - net::kIcrcBytes, &pkt)) return;
+  const net::OpcodeInfo* info_op = net::opcode_info(pkt.bth.opcode);
+  PacketAddrs from{info.src, info.dst, info.traffic_class, info.hop_limit};
+  std::lock_guard g(e.mu);
+  if (info_op->is(net::kResponse))
+    e.on_response(pkt, from);
+  else
+    e.on_request(pkt, from);
+}
+
+void network_thread() {
+  pthread_setname_np(pthread_self(), "softverbs-net");
+  Engine& e = engine();
+  std::vector<uint8_t> buf(net::kDatagramHeadroom + 65536);
+  for (;;) {
+    int timeout_ms = -1;
+    {
+      std::lock_guard g(e.mu);
+      if (uint64_t d = e.next_deadline()) {
+        uint64_t now = monotonic_ns();
+        timeout_ms = d <= now ? 0 : static_cast<int>((d - now + 999'999) / 1'000'000);
+      }
+    }
+    pollfd fds[3] = {{e.sock.fd4(), POLLIN, 0}, {e.sock.fd6(), POLLIN, 0}, {e.wake_fd, POLLIN, 0}};
+    if (poll(fds, 3, timeout_ms) < 0 && errno != EINTR) return;
+    if (fds[2].revents & POLLIN) {
+      uint64_t v;
+      (void)!read(e.wake_fd, &v, sizeof v);
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (!(fds[i].revents & POLLIN)) continue;
+      DatagramInfo info;
+      ssize_t n;
+      // A bounded batch per socket, so timers and the other socket get their turn.
+      for (int k = 0; k < 256; ++k) {
+        n = e.sock.receive(fds[i].fd, buf.data() + net::kDatagramHeadroom, buf.size() - net::kDatagramHeadroom,
+                           &info);
+        if (n < 0) break;
+        handle_datagram(e, buf.data(), static_cast<size_t>(n), info,
+                        i == 0 ? e.sock.source_port(net::v4_mapped(0)) : e.sock.source_port(in6_addr{}));
+        if (k % 16 == 15) run_answers(e);
+      }
+    }
+    {
+      std::lock_guard g(e.mu);
+      e.on_timers(monotonic_ns());
+    }
+    run_answers(e);
+  }
+}
+
+}  // namespace
+
+Engine& engine() {
+  static Engine* e = new Engine();  // never destroyed: the thread may outlive main()
+  return *e;
+}
+
+}  // namespace roce
+
+RoceTransport* RoceTransport::get() {
+  static RoceTransport* t = new RoceTransport();
+  return t;
+}
+
+void RoceTransport::listen() {
+  if (roce::g_started.load(std::memory_order_acquire)) return;
+  std::lock_guard g(roce::g_start_mu);
+  if (roce::g_started.load(std::memory_order_relaxed)) return;
+  roce::Engine& e = roce::engine();
+  static bool fork_handler = (pthread_atfork(nullptr, nullptr, roce::after_fork_in_child), true);
+  (void)fork_handler;
+  if (!e.sock.open()) {
+    SV_WARN("no UDP socket for RoCEv2: %s", strerror(errno));
+    return;
+  }
+  e.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  std::thread(roce::network_thread).detach();
+  roce::g_started.store(true, std::memory_order_release);
+}
+
+Response RoceTransport::deliver(const Message& m) {
+  listen();
+  roce::Engine& e = roce::engine();
+  if (m.qp_type == IBV_QPT_UD || m.qp_type == IBV_QPT_UC) {
+    std::lock_guard g(e.mu);
+    return e.send_unreliable(m);
+  }
+  Response r;
+  {
+    std::lock_guard g(e.mu);
+    r = e.start_reliable(m);
+  }
+  roce::wake(e);  // the thread's timer now has a deadline
+  return r;
+}
+
+void RoceTransport::forget_qp(uint32_t qpn, bool wait) {
+  if (!roce::g_started.load(std::memory_order_acquire)) return;
+  roce::Engine& e = roce::engine();
+  std::unique_lock<std::mutex> c;
+  if (wait) c = std::unique_lock(e.call_mu);
+  std::lock_guard g(e.mu);
+  e.senders.erase(qpn);
+  e.receivers.erase(qpn);
+}
+
+}  // namespace sv

@@ -1,0 +1,20 @@
+// The network transport: RoCEv2 over UDP port 4791 (docs/ARCHITECTURE.md,
+// "The network transport"). One per process, shared by its contexts. UD and
+// UC messages leave at once; an RC message is answered later, by the
+// network thread, through the requester (Outcome::kPending).
+#pragma once
+
+#include "core/transport.h"
+
+namespace sv {
+
+class RoceTransport final : public Transport {
+ public:
+  static RoceTransport* get();
+  const char* name() const override { return "roce"; }
+  Response deliver(const Message& m) override;
+  void listen() override;
+  void forget_qp(uint32_t qpn, bool wait) override;
+};
+
+}  // namespace sv

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Two hosts made of network namespaces joined by a veth pair (created here,
+# deleted on exit; no traffic leaves them), talking RoCEv2 through
+# softverbs: one of Debian's tools as server in host A and client in host B.
+#   roce_netns.sh [--netem "SPEC"] [--drop PERCENT] [--pcap] pingpong|perftest TOOL [ARGS...]
+#     pingpong  ibv_*_pingpong: -g <GID index>; both must report their iterations
+#     perftest  ib_*_{lat,bw}: -x <GID index>; the client must print its table
+#     --netem   tc netem SPEC on both ends of the link (loss, duplicate, reorder,
+#               delay); skipped (77) where the kernel has no netem
+#     --drop    nftables drops PERCENT % of the RoCEv2 packets each host sends
+#               (random loss without netem)
+#     --pcap    capture the link; tshark must decode every packet as RoCE with
+#               no malformed one, and each ICRC is checked by an independent
+#               computation (Python's zlib)
+set -u
+netem="" drop="" pcap=0
+while [[ $# -gt 0 && $1 == --* ]]; do
+  case $1 in
+    --netem) netem=$2; shift 2 ;;
+    --drop) drop=$2; shift 2 ;;
+    --pcap) pcap=1; shift ;;
+    *) echo "unknown option $1"; exit 2 ;;
+  esac
+done
+kind=$1 tool=$2
+shift 2
+command -v "$tool" >/dev/null || { echo "$tool not installed"; exit 77; }
+here=$(cd "$(dirname "$0")" && pwd)
+a=svA$$ b=svB$$ va=sva$$ vb=svb$$
+work=$(mktemp -d)
+cleanup() {
+  [[ -n ${cap_pid:-} ]] && kill "$cap_pid" 2>/dev/null
+  ip netns del "$a" 2>/dev/null
+  ip netns del "$b" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+ip netns add "$a" 2>/dev/null && ip netns add "$b" || { echo "cannot create network namespaces"; exit 77; }
+ip link add "$va" type veth peer name "$vb" &&
+  ip link set "$va" netns "$a" && ip link set "$vb" netns "$b" &&
+  ip -n "$a" addr add 10.93.0.1/24 dev "$va" && ip -n "$b" addr add 10.93.0.2/24 dev "$vb" &&
+  ip -n "$a" link set "$va" up && ip -n "$b" link set "$vb" up &&
+  ip -n "$a" link set lo up && ip -n "$b" link set lo up || { echo "cannot set up the veth link"; exit 1; }
+if [[ -n $netem ]]; then
+  ip netns exec "$a" tc qdisc add dev "$va" root netem $netem &&
+    ip netns exec "$b" tc qdisc add dev "$vb" root netem $netem || { echo "tc netem $netem refused"; exit 77; }
+fi
+if [[ -n $drop ]]; then
+  command -v nft >/dev/null || { echo "nft not installed"; exit 77; }
+  for ns in "$a" "$b"; do
+    ip netns exec "$ns" nft -f - <<NFT || { echo "nft refused the loss rule"; exit 77; }
+table inet loss {
+  chain out {
+    type filter hook output priority 0;
+    udp dport 4791 numgen random mod 100 < $drop counter drop
+  }
+}
+NFT
+  done
+fi
+
+gid_of() {  # the GID index of ::ffff:$2 in namespace $1, as ibv_devinfo shows it
+  ip netns exec "$1" ibv_devinfo -v | sed -nE "s/^[[:space:]]*GID\[ *([0-9]+)\]:[[:space:]]+::ffff:${2//./\\.},.*/\1/p" | head -1
+}
+ga=$(gid_of "$a" 10.93.0.1) gb=$(gid_of "$b" 10.93.0.2)
+[[ -n $ga && -n $gb ]] || { echo "no GID for the veth addresses ($ga/$gb)"; ip netns exec "$a" ibv_devinfo -v; exit 1; }
+
+if ((pcap)); then
+  command -v tshark >/dev/null || { echo "tshark not installed"; exit 77; }
+  ip netns exec "$b" tshark -i "$vb" -f "udp port 4791" -w "$work/link.pcap" 2>"$work/tshark.err" &
+  cap_pid=$!
+  for _ in $(seq 100); do grep -q "Capturing on" "$work/tshark.err" && break; sleep 0.1; done
+fi
+
+flag=-g
+[[ $kind == perftest ]] && flag=-x
+ip netns exec "$a" timeout 60 "$tool" "$flag" "$ga" "$@" >"$work/server" 2>&1 &
+server=$!
+sleep 0.5
+ip netns exec "$b" timeout 60 "$tool" "$flag" "$gb" "$@" 10.93.0.1 >"$work/client" 2>&1
+client_rc=$?
+wait "$server"
+server_rc=$?
+show() { echo "--- server ($server_rc)"; cat "$work/server"; echo "--- client ($client_rc)"; cat "$work/client"; }
+if ((client_rc || server_rc)); then show; exit 1; fi
+if [[ $kind == pingpong ]]; then
+  grep -q "iters in" "$work/client" && grep -q "iters in" "$work/server" || { show; exit 1; }
+else
+  grep -q "^ *#bytes" "$work/client" || { show; exit 1; }
+fi
+show | grep -E "iters in|^ *[0-9]+ +[0-9]+ " | head -4
+if [[ -n $drop ]]; then
+  for ns in "$a" "$b"; do
+    echo "$ns dropped: $(ip netns exec "$ns" nft list chain inet loss out | grep -o 'packets [0-9]*')"
+  done
+fi
+
+if ((pcap)); then
+  sleep 0.5
+  kill -INT "$cap_pid"
+  wait "$cap_pid" 2>/dev/null
+  cap_pid=""
+  ts() { tshark -r "$work/link.pcap" --disable-heuristic rpcrdma_infiniband "$@" 2>/dev/null; }
+  total=$(ts | wc -l)
+  roce=$(ts -Y infiniband | wc -l)
+  bad=$(ts -Y '_ws.malformed || _ws.expert.severity >= "Warning"' | wc -l)
+  echo "capture: $total packets, $roce decoded as RoCE, $bad malformed or flagged"
+  [[ $total -gt 0 && $roce == "$total" && $bad == 0 ]] || { ts -Y '_ws.malformed' -V | head -60; exit 1; }
+  python3 - "$work/link.pcap" <<'PY' || exit 1
+import struct, sys, zlib
+data = open(sys.argv[1], 'rb').read()
+magic = struct.unpack_from('<I', data, 0)[0]
+frames, off = [], 24
+if magic in (0xa1b2c3d4, 0xa1b23c4d):
+    while off < len(data):
+        _, _, incl, _ = struct.unpack_from('<IIII', data, off)
+        frames.append(data[off + 16: off + 16 + incl]); off += 16 + incl
+else:  # pcapng: enhanced packet blocks
+    off = 0
+    while off < len(data):
+        btype, blen = struct.unpack_from('<II', data, off)
+        if btype == 6:
+            cap = struct.unpack_from('<I', data, off + 20)[0]
+            frames.append(data[off + 28: off + 28 + cap])
+        off += blen
+def icrc(frame):
+    ethertype = int.from_bytes(frame[12:14], 'big')
+    if ethertype == 0x0800:
+        ip = bytearray(frame[14:34]); ip[1] = 0xff; ip[8] = 0xff; ip[10:12] = b'\xff\xff'
+        end = 14 + int.from_bytes(frame[16:18], 'big')
+    else:
+        ip = bytearray(frame[14:54]); ip[0] |= 0x0f; ip[1:4] = b'\xff\xff\xff'; ip[7] = 0xff
+        end = 54 + int.from_bytes(frame[18:20], 'big')
+    at = 14 + len(ip)
+    udp = bytearray(frame[at:at + 8]); udp[6:8] = b'\xff\xff'
+    bth = bytearray(frame[at + 8:at + 20]); bth[4] = 0xff
+    return zlib.crc32(b'\xff' * 8 + ip + udp + bth + frame[at + 20:end - 4]) & 0xffffffff, frame[end - 4:end]
+bad = 0
+for i, f in enumerate(frames):
+    crc, wire = icrc(f)
+    if struct.pack('<I', crc) != wire:
+        bad += 1
+        print('frame %d: ICRC %08x, wire %s' % (i + 1, crc, wire.hex()))
+print('ICRC checked on %d frames, %d wrong' % (len(frames), bad))
+sys.exit(1 if bad or not frames else 0)
+PY
+fi
+exit 0
