@@ -5,8 +5,10 @@
 
 #include "core/async_events.h"
 #include "core/channel.h"
+#include "core/context.h"
 #include "core/limits.h"
 #include "core/qp.h"
+#include "core/transport.h"
 #include "shm/registry.h"
 #include "shm/shared_lock.h"
 #include "util/bits.h"
@@ -211,9 +213,18 @@ bool maybe_ready(const Cq* cq) {
          cq->shared->attention.load(std::memory_order_relaxed);
 }
 
+// Nothing waiting: with network traffic about, receive what has arrived
+// (core/transport.h g_network_in_use) and look again.
+bool ready_after_progress(Cq* cq) {
+  if (__builtin_expect(!g_network_in_use.load(std::memory_order_relaxed), 1) || !cq->ctx->remote_transport)
+    return false;
+  cq->ctx->remote_transport->progress();
+  return maybe_ready(cq);
+}
+
 int poll_cq(Cq* cq, int n, ibv_wc* wc) {
   if (n < 0) return -EINVAL;
-  if (!maybe_ready(cq)) return 0;
+  if (!maybe_ready(cq) && !ready_after_progress(cq)) return 0;
   std::lock_guard g(cq->poll_mu);
   if (cq->shared->attention.load(std::memory_order_relaxed)) handle_qp_attention(cq);
   int got = 0;

@@ -70,6 +70,11 @@ Cq* create_cq(Context* ctx, int cqe, void* cq_context, Channel* chan, int comp_v
 int destroy_cq(Cq* cq);
 int resize_cq(Cq* cq, int cqe);
 int poll_cq(Cq* cq, int n, ibv_wc* wc);
+// Whether a completion may be waiting (no lock taken).
+bool maybe_ready(const Cq* cq);
+// For a CQ with nothing waiting: lets the network transport make progress
+// (core/transport.h); true if that produced something.
+bool ready_after_progress(Cq* cq);
 int req_notify_cq(Cq* cq, int solicited_only);
 
 // Takes one completion (shared ring first). The caller holds poll_mu.

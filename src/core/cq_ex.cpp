@@ -21,6 +21,7 @@ int load_current(Cq* cq) {
 int start_poll(ibv_cq_ex* c, ibv_poll_cq_attr* attr) {
   if (attr && attr->comp_mask) return EINVAL;
   Cq* cq = cq_of(c);
+  if (!maybe_ready(cq)) ready_after_progress(cq);
   cq->poll_mu.lock();
   if (cq->shared->attention.load(std::memory_order_relaxed)) handle_qp_attention(cq);
   int rc = load_current(cq);

@@ -45,6 +45,7 @@ struct Message {
   uint32_t num_sink;
   Connection* conn;         // connected QPs: what the requester remembers of the responder; else null
   Qp* qp;                   // the requesting QP (null when a responder rebuilt the message from packets)
+  uint64_t sq_pos;          // the work request's send queue position
 };
 
 // The transports with acknowledgements: RC, and the sending side of XRC.

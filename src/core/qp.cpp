@@ -245,7 +245,6 @@ void reset_queues(Qp* qp) {
   qp->sq_exec = qp->sq_tail;
   qp->sq_head.store(qp->sq_tail, std::memory_order_release);
   qp->resume_at_ns = 0;
-  qp->net_pending = false;
   if (qp->ctx->remote_transport) qp->ctx->remote_transport->forget_qp(qp->qp_base.qp_num, false);
   if (!qp->srq_obj && qp->rq.shared()) qp->rq.discard_all();
   qp->shared->remote_error.store(0, std::memory_order_release);

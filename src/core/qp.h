@@ -94,7 +94,10 @@ struct Qp : ibv_qp_ex {
   uint32_t rnr_left = 0;
   uint64_t resume_at_ns = 0;
   bool scheduled = false;  // waiting in the retry scheduler
-  bool net_pending = false;  // the WQE at sq_exec is on the network, waiting for its answer
+  // WQEs [sq_exec, sq_sent) are on the network, waiting for their answers
+  // (requester.h answer_from_network); meaningless while sq_sent <= sq_exec.
+  uint64_t sq_sent = 0;
+  bool on_network() const { return sq_sent > sq_exec; }
 
   Destination peer;  // RC/UC: the connected remote QP (set at RTR)
   Connection conn;   // RC/UC: what we remember of the remote QP between messages

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/context.h"
 #include "core/limits.h"
 #include "core/mr.h"
 #include "core/mw.h"
@@ -190,6 +191,7 @@ Message message_for(Qp* qp, uint64_t pos, const SendWqe& w) {
   m.swap = w.swap;
   m.conn = qp->type == IBV_QPT_UD ? nullptr : &qp->conn;
   m.qp = qp;
+  m.sq_pos = pos;
   return m;
 }
 
@@ -280,7 +282,7 @@ bool act_on_response(Qp* qp, uint64_t pos, Response r) {
       fail(qp, pos, IBV_WC_RETRY_EXC_ERR);
       return true;
     case Outcome::kPending:
-      qp->net_pending = true;
+      qp->sq_sent = pos + 1;
       return false;
   }
   return true;
@@ -355,6 +357,31 @@ bool execute_next(Qp* qp) {
                          Response{is_reliable(qp->type) ? Outcome::kNoResponse : Outcome::kDropped, 0});
 }
 
+// Hands the WQE at sq_sent to the network while earlier ones are still on
+// the wire. Only a SEND or WRITE that goes to the network and passes its
+// local checks goes ahead; anything else (READ and atomics too, so that
+// max_rd_atomic holds) waits until the QP's WQEs on the wire are answered.
+bool pipeline_next(Qp* qp) {
+  const uint64_t pos = qp->sq_sent;
+  const SendWqe& w = qp->slot(pos);
+  if (w.opcode != IBV_WR_SEND && w.opcode != IBV_WR_SEND_WITH_IMM && w.opcode != IBV_WR_SEND_WITH_INV &&
+      w.opcode != IBV_WR_RDMA_WRITE && w.opcode != IBV_WR_RDMA_WRITE_WITH_IMM)
+    return false;
+  if (w.length > limits::kMaxMsgSize) return false;
+  Piece pieces[limits::kMaxSge];
+  uint32_t n = 0;
+  bool odp = false;
+  if (!gather(qp, pos, pieces, &n, &odp) || odp) return false;
+  Message m = message_for(qp, pos, w);
+  if (!m.dst->route || m.dst->route != qp->ctx->remote_transport) return false;
+  m.pieces = pieces;
+  m.num_pieces = n;
+  Response r = m.dst->route->deliver(m);
+  if (r.outcome != Outcome::kPending) return false;  // not expected of an RC network transport
+  qp->sq_sent = pos + 1;
+  return true;
+}
+
 }  // namespace
 
 void run_send_queue_locked(Qp* qp) {
@@ -363,8 +390,11 @@ void run_send_queue_locked(Qp* qp) {
       flush_send_queue_locked(qp);
       return;
     }
-    if (qp->net_pending) return;  // answer_from_network() goes on
     if (qp->state() != IBV_QPS_RTS) return;  // SQD: hold until RTS again
+    if (qp->on_network()) {  // more may follow them, or answer_from_network() goes on
+      if (qp->sq_sent == qp->sq_tail || qp->sq_sent - qp->sq_exec >= kMaxPendingPerQp || !pipeline_next(qp)) return;
+      continue;
+    }
     if (qp->resume_at_ns && monotonic_ns() < qp->resume_at_ns) {
       if (!qp->scheduled) {
         qp->scheduled = true;
@@ -373,7 +403,7 @@ void run_send_queue_locked(Qp* qp) {
       return;
     }
     if (!execute_next(qp)) {
-      if (qp->net_pending) return;
+      if (qp->on_network()) continue;
       qp->scheduled = true;
       schedule_resume(qp, qp->resume_at_ns);
       return;
@@ -383,11 +413,14 @@ void run_send_queue_locked(Qp* qp) {
 
 void answer_from_network(Qp* qp, uint64_t pos, Response r) {
   std::lock_guard g(qp->sq_mu);
-  if (!qp->net_pending || qp->sq_exec != pos) return;  // flushed or reset meanwhile
-  qp->net_pending = false;
-  if (qp->state() != IBV_QPS_ERR && act_on_response(qp, pos, r) == false && !qp->scheduled) {
-    qp->scheduled = true;  // an RNR NAK: try again once its timer ran out
-    schedule_resume(qp, qp->resume_at_ns);
+  if (!qp->on_network() || qp->sq_exec != pos) return;  // flushed or reset meanwhile
+  // After an RNR NAK the transport dropped the later WQEs: they go again.
+  if (r.outcome == Outcome::kRnr) qp->sq_sent = pos;
+  if (qp->state() != IBV_QPS_ERR && !act_on_response(qp, pos, r)) {
+    if (!qp->scheduled) {  // an RNR NAK: try again once its timer ran out
+      qp->scheduled = true;
+      schedule_resume(qp, qp->resume_at_ns);
+    }
     return;
   }
   run_send_queue_locked(qp);
@@ -400,7 +433,6 @@ void resume_send_queue(Qp* qp) {
 }
 
 void flush_send_queue_locked(Qp* qp) {
-  qp->net_pending = false;
   while (qp->sq_exec != qp->sq_tail) {
     uint64_t pos = qp->sq_exec;
     complete(qp, pos, IBV_WC_WR_FLUSH_ERR);

@@ -10,6 +10,7 @@
 //    arrival, and RC answers come back later (Outcome::kPending).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "core/message.h"
@@ -24,11 +25,26 @@ class Transport {
   // the responder's answer; an asynchronous one will report it through the
   // requester's completion path instead (docs/ARCHITECTURE.md).
   virtual Response deliver(const Message& m) = 0;
+
   // A QP may now receive from this transport (it reached RTR).
   virtual void listen() {}
   // The QP is being reset (wait: false) or destroyed (wait: true, returns
   // once no answer for it is being delivered): drop what is kept for it.
   virtual void forget_qp(uint32_t /*qpn*/, bool /*wait*/) {}
+  // Does the network work that is waiting (packets received, answers owed)
+  // on the calling thread, if no other thread is doing it right now.
+  virtual void progress() {}
 };
+
+// Set once the network transport carried a packet. From then on a poll of an
+// empty CQ first calls progress(): an application that busy-polls its CQ on
+// every core would otherwise wait for the network thread to be scheduled (a
+// whole scheduler tick on a small machine), as a NIC never makes it wait.
+extern std::atomic<bool> g_network_in_use;
+
+// Work requests of one QP an asynchronous transport holds at once: the
+// requester hands them over in order (requester.cpp) and the answers come
+// back in order.
+inline constexpr uint64_t kMaxPendingPerQp = 32;
 
 }  // namespace sv

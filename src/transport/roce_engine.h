@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -35,10 +36,10 @@ inline constexpr uint32_t kAckRequestEvery = 16;
 // Responder resources kept to answer a repeated atomic without executing it again.
 inline constexpr size_t kAtomicReplays = 16;
 
-// The RC (or XRC) message a QP has on the wire: one at a time per QP.
+// An RC (or XRC) message on the wire.
 struct Outbound {
   Qp* qp = nullptr;
-  uint64_t pos = 0;  // its send queue position (the requester's sq_exec)
+  uint64_t pos = 0;  // its send queue position
   Destination dst;
   ibv_qp_type type{};
   ibv_wr_opcode opcode{};
@@ -52,18 +53,23 @@ struct Outbound {
   std::vector<Piece> sink;    // READ/atomic: the requester's buffers
   uint32_t mtu = 1024;
   uint32_t first_psn = 0, npsn = 1;  // PSNs [first_psn, first_psn + npsn)
-  uint32_t sent = 0;   // packets (READ: responses asked for) sent so far, from the first
+  uint32_t sent = 0;   // packets (READ, atomics: all, once the request went) sent so far, from the first
   uint32_t acked = 0;  // packets acknowledged (READ: responses received in order)
-  uint64_t deadline_ns = 0;
-  uint32_t retry_left = 0;
-  uint8_t timeout = 0;  // the QP's timeout attribute (0: wait forever)
+
+  bool asks_data() const;  // READ or atomic: answered with data, not a plain ACK
+  uint32_t in_flight() const { return asks_data() ? 0 : sent - acked; }
 };
 
+// A QP's requester: its messages on the wire, oldest first, and the ACK
+// timer, which runs while any is unanswered.
 struct Sender {
   uint32_t next_psn = 0;
   uint32_t link_mtu = 0;  // link_ib_mtu() of the destination, found at the first message
-  bool active = false;
-  Outbound out;
+  std::deque<Outbound> out;
+  uint64_t deadline_ns = 0;
+  uint32_t retry_left = 0;
+  uint8_t timeout = 0;  // the QP's timeout attribute (0: no limit)
+  uint32_t retry_cnt = 0;
 };
 
 struct AtomicReplay {
@@ -110,9 +116,11 @@ class Engine {
   std::vector<Answer> answers;                       // filled under mu, run without it
   int wake_fd = -1;
 
-  // Sends one packet; false when the kernel refused it (a lost packet).
-  bool transmit(const in6_addr& src, const in6_addr& dst, uint8_t traffic_class, const net::RocePacket& pkt,
+  // Queues one packet; they leave together at flush() (or when the batch
+  // is full), so a window of packets costs one system call.
+  void transmit(const in6_addr& src, const in6_addr& dst, uint8_t traffic_class, const net::RocePacket& pkt,
                 const uint8_t* payload, size_t len);
+  void flush();
 
   // Requester side (roce_sender.cpp); under mu.
   Response send_unreliable(const Message& m);  // UC, UD: out at once
@@ -125,15 +133,35 @@ class Engine {
   void on_request(const net::RocePacket& pkt, const PacketAddrs& from);
 
  private:
-  void pump(Outbound& o);
+  void pump(Sender& s);
   void send_packet(Outbound& o, uint32_t index);
-  void finish(Sender& s, Response r);
-  void go_back(Outbound& o, uint32_t index);
   void request_read(Outbound& o);
+  void finish_front(Sender& s, Response r);
+  void drop_after_front(Sender& s);
+  bool finish_before(Sender& s, size_t k);
+  void go_back(Sender& s, size_t k, uint32_t index);
+  void restart_timer(Sender& s, bool progress);
 
   void answer(const PacketAddrs& to, uint32_t dst_qpn, uint8_t syndrome, uint32_t psn, uint32_t msn);
   void receive_unreliable(const net::RocePacket& pkt, const PacketAddrs& from, uint32_t qpn);
   void receive_reliable(const net::RocePacket& pkt, const PacketAddrs& from, uint32_t qpn);
+
+  static constexpr size_t kBatch = 64;
+  std::vector<std::vector<uint8_t>> batch_bufs_;
+  std::vector<OutDatagram> batch_;
+};
+
+// Holds the engine's mu; sends what was queued before letting go.
+class EngineLock {
+ public:
+  explicit EngineLock(Engine& e) : e_(e), lock_(e.mu) {}
+  ~EngineLock() { e_.flush(); }
+  EngineLock(const EngineLock&) = delete;
+  EngineLock& operator=(const EngineLock&) = delete;
+
+ private:
+  Engine& e_;
+  std::lock_guard<std::mutex> lock_;
 };
 
 Engine& engine();

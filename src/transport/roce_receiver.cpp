@@ -118,6 +118,7 @@ Message message_for(const RocePacket& first, const RocePacket& pkt, const shm::Q
   }
   m.conn = nullptr;
   m.qp = nullptr;
+  m.sq_pos = 0;
   return m;
 }
 
@@ -225,11 +226,13 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
   const bool read = info->is(kRead), atomic = info->is(kAtomic);
 
   if (order > 0) {  // a packet is missing: ask for it once
+    if (!r.nak_sent) SV_DEBUG("QP %#x: PSN %#x while expecting %#x: sequence NAK", qpn, psn, r.epsn);
     if (!r.nak_sent) answer(to, peer_qpn, aeth_nak(NakCode::kPsnSequenceError), r.epsn, r.msn);
     r.nak_sent = true;
     return;
   }
   if (order < 0 && !read) {  // a duplicate: our answer was lost
+    SV_DEBUG("QP %#x: duplicate PSN %#x (expecting %#x)", qpn, psn, r.epsn);
     if (atomic) {
       for (const AtomicReplay& a : r.replays)
         if (a.valid && a.psn == psn) {

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "core/qp.h"
+#include "core/transport.h"
 #include "net/roce_datagram.h"
 #include "net/udp_sport.h"
 #include "transport/roce_engine.h"
@@ -97,9 +98,11 @@ size_t packet_size(uint64_t length, uint32_t i, uint32_t mtu) {
 
 }  // namespace
 
-bool Engine::transmit(const in6_addr& src, const in6_addr& dst, uint8_t traffic_class, const RocePacket& pkt,
+void Engine::transmit(const in6_addr& src, const in6_addr& dst, uint8_t traffic_class, const RocePacket& pkt,
                       const uint8_t* payload, size_t len) {
-  thread_local std::vector<uint8_t> buf;
+  if (batch_.size() == kBatch) flush();
+  if (batch_bufs_.size() <= batch_.size()) batch_bufs_.emplace_back();
+  std::vector<uint8_t>& buf = batch_bufs_[batch_.size()];
   buf.resize(kDatagramHeadroom + kDatagramOverhead + len);
   DatagramAddrs a;
   a.src_ip = src;
@@ -107,12 +110,15 @@ bool Engine::transmit(const in6_addr& src, const in6_addr& dst, uint8_t traffic_
   a.src_port = sock.source_port(dst);
   a.dst_port = kRoceUdpPort;
   size_t n = build_datagram(a, pkt, payload, len, buf.data());
-  if (!n) return false;
-  if (!sock.send(src, dst, kRoceUdpPort, traffic_class, buf.data() + kDatagramHeadroom, n)) {
-    SV_DEBUG("RoCEv2 packet to QP %#x not sent: %s", pkt.bth.dest_qp, strerror(errno));
-    return false;
-  }
-  return true;
+  if (!n) return;
+  batch_.push_back(OutDatagram{src, dst, kRoceUdpPort, traffic_class, buf.data() + kDatagramHeadroom, n});
+}
+
+void Engine::flush() {
+  if (batch_.empty()) return;
+  if (!g_network_in_use.load(std::memory_order_relaxed)) g_network_in_use.store(true, std::memory_order_relaxed);
+  sock.send_many(batch_.data(), batch_.size());
+  batch_.clear();
 }
 
 Response Engine::send_unreliable(const Message& m) {
@@ -147,13 +153,15 @@ Response Engine::send_unreliable(const Message& m) {
   return Response{Outcome::kAck, 0};
 }
 
+bool Outbound::asks_data() const { return opcode == IBV_WR_RDMA_READ || is_atomic(opcode); }
+
 Response Engine::start_reliable(const Message& m) {
   auto [it, fresh] = senders.try_emplace(m.src_qpn);
   Sender& s = it->second;
   if (fresh) s.next_psn = m.qp->attr.sq_psn;
-  Outbound& o = s.out;
+  Outbound& o = s.out.emplace_back();
   o.qp = m.qp;
-  o.pos = m.qp->sq_exec;
+  o.pos = m.sq_pos;
   o.dst = *m.dst;
   o.type = m.qp_type;
   o.opcode = m.opcode;
@@ -173,20 +181,25 @@ Response Engine::start_reliable(const Message& m) {
     o.data.assign(m.length, 0);
     o.npsn = packets_for(m.length, o.mtu);
   } else if (is_atomic(m.opcode)) {
-    o.data.clear();
     o.npsn = 1;
   } else {
     gather(m, &o.data);
     o.npsn = packets_for(m.length, o.mtu);
   }
   o.first_psn = s.next_psn;
-  o.sent = o.acked = 0;
-  o.timeout = m.qp->attr.timeout;
-  o.retry_left = m.qp->attr.retry_cnt;
-  o.deadline_ns = monotonic_ns() + (o.timeout ? ack_timeout_ns(o.timeout) : kForeverRetryNs);
-  s.active = true;
-  pump(o);
+  s.next_psn = psn_add(s.next_psn, o.npsn);
+  if (s.out.size() == 1) {  // the timer starts with the first unanswered message
+    s.timeout = m.qp->attr.timeout;
+    s.retry_cnt = m.qp->attr.retry_cnt;
+    restart_timer(s, true);
+  }
+  pump(s);
   return Response{Outcome::kPending, 0};
+}
+
+void Engine::restart_timer(Sender& s, bool progress) {
+  s.deadline_ns = monotonic_ns() + (s.timeout ? ack_timeout_ns(s.timeout) : kForeverRetryNs);
+  if (progress) s.retry_left = s.retry_cnt;
 }
 
 void Engine::request_read(Outbound& o) {
@@ -230,93 +243,145 @@ void Engine::send_packet(Outbound& o, uint32_t i) {
   transmit(src, dst, o.dst.traffic_class, p, o.data.data() + packet_offset(i, o.mtu), packet_size(o.length, i, o.mtu));
 }
 
-void Engine::pump(Outbound& o) {
-  if (o.opcode == IBV_WR_RDMA_READ) {
-    if (o.sent == 0) request_read(o);
-    return;
-  }
-  if (is_atomic(o.opcode)) {
-    if (o.sent == 0) {
-      send_packet(o, 0);
-      o.sent = 1;
+// Sends what the window allows, oldest message first: READ and atomic
+// requests once each, SEND/WRITE packets while fewer than kWindowPackets
+// are unacknowledged.
+void Engine::pump(Sender& s) {
+  uint32_t in_flight = 0;
+  for (const Outbound& o : s.out) in_flight += o.in_flight();
+  for (Outbound& o : s.out) {
+    if (o.asks_data()) {
+      if (o.sent == 0) {
+        if (o.opcode == IBV_WR_RDMA_READ)
+          request_read(o);
+        else
+          send_packet(o, 0);
+        o.sent = o.npsn;
+      }
+      continue;
     }
-    return;
+    while (o.sent < o.npsn && in_flight < kWindowPackets) {
+      send_packet(o, o.sent++);
+      ++in_flight;
+    }
+    if (in_flight >= kWindowPackets) return;
   }
-  while (o.sent < o.npsn && o.sent - o.acked < kWindowPackets) send_packet(o, o.sent++);
 }
 
-void Engine::go_back(Outbound& o, uint32_t index) {
-  o.acked = std::max(o.acked, index);
-  o.sent = o.acked;
-  if (o.opcode == IBV_WR_RDMA_READ || is_atomic(o.opcode)) o.sent = 0;
-  pump(o);
+// Everything from packet `index` of message `k` on goes again.
+void Engine::go_back(Sender& s, size_t k, uint32_t index) {
+  for (size_t j = k; j < s.out.size(); ++j) {
+    Outbound& o = s.out[j];
+    if (o.asks_data()) {
+      o.sent = 0;  // a READ asks again from its first missing response
+    } else {
+      o.acked = j == k ? std::max(o.acked, index) : 0;
+      o.sent = o.acked;
+    }
+  }
+  pump(s);
 }
 
-void Engine::finish(Sender& s, Response r) {
-  Outbound& o = s.out;
-  s.active = false;
-  // A message that ended without reaching the responder (RNR, no answer) is
-  // sent again with the same PSNs; after an error the QP is done anyway.
-  if (r.outcome != Outcome::kRnr && r.outcome != Outcome::kRetryExceeded) s.next_psn = psn_add(o.first_psn, o.npsn);
+void Engine::finish_front(Sender& s, Response r) {
+  Outbound& o = s.out.front();
   answers.push_back(Answer{o.qp, o.src_qpn, o.pos, r});
+  s.out.pop_front();
+  restart_timer(s, true);
+}
+
+// After an RNR NAK or an error the later messages are not answered: the
+// requester sends them again after the RNR timer, or flushes them.
+void Engine::drop_after_front(Sender& s) {
+  s.out.resize(1);
+  s.next_psn = psn_add(s.out.front().first_psn, s.out.front().npsn);
+}
+
+// An answer about message `k` acknowledges every SEND and WRITE before it
+// (IBTA 9.7.5.1.1). A READ or atomic before it still waiting for its data
+// lost its response: it asks again, and false says to ignore this answer.
+bool Engine::finish_before(Sender& s, size_t k) {
+  for (size_t j = 0; j < k; ++j) {
+    if (s.out.front().asks_data()) {
+      go_back(s, 0, 0);
+      return false;
+    }
+    finish_front(s, Response{Outcome::kAck, 0});
+  }
+  return true;
 }
 
 void Engine::on_response(const RocePacket& pkt, const PacketAddrs&) {
   auto it = senders.find(pkt.bth.dest_qp);
-  if (it == senders.end() || !it->second.active) return;  // nothing in flight: a late duplicate
+  if (it == senders.end() || it->second.out.empty()) return;  // nothing in flight: a late duplicate
   Sender& s = it->second;
-  Outbound& o = s.out;
-  const uint32_t i = (pkt.bth.psn - o.first_psn) & kMask24;  // distance on the PSN circle
-  if (i >= o.npsn) return;  // about another message
+  // The message this answer is about, and which of its packets.
+  size_t k = 0;
+  uint32_t i = 0;
+  for (; k < s.out.size(); ++k) {
+    i = (pkt.bth.psn - s.out[k].first_psn) & kMask24;  // distance on the PSN circle
+    if (i < s.out[k].npsn) break;
+  }
+  if (k == s.out.size()) return;  // about no message in flight
   const OpcodeInfo* info = opcode_info(pkt.bth.opcode);
-  const uint64_t refreshed = monotonic_ns() + (o.timeout ? ack_timeout_ns(o.timeout) : kForeverRetryNs);
   if (info->is(kAckOp)) {
     const uint8_t syn = pkt.aeth.syndrome;
-    switch (aeth_type(syn)) {
-      case AethType::kAck:
-        if (o.opcode == IBV_WR_RDMA_READ || is_atomic(o.opcode)) return;  // their answer carries data
-        if (i + 1 > o.acked) {
-          o.acked = i + 1;
-          o.deadline_ns = refreshed;
-          o.retry_left = o.qp ? o.qp->attr.retry_cnt : o.retry_left;
-        }
-        if (o.acked == o.npsn) return finish(s, Response{Outcome::kAck, 0});
-        return pump(o);
-      case AethType::kRnrNak:
-        return finish(s, Response{Outcome::kRnr, aeth_value(syn)});
-      case AethType::kNak:
-        switch (static_cast<NakCode>(aeth_value(syn))) {
-          case NakCode::kPsnSequenceError:
-            o.deadline_ns = refreshed;
-            return go_back(o, i);
-          case NakCode::kRemoteAccessError:
-            return finish(s, Response{Outcome::kRemoteAccess, 0});
-          case NakCode::kRemoteOperationalError:
-            return finish(s, Response{Outcome::kRemoteOperational, 0});
-          default:
-            return finish(s, Response{Outcome::kRemoteInvalid, 0});
-        }
-      default:
-        return;
+    const AethType type = aeth_type(syn);
+    if (type == AethType::kNak && static_cast<NakCode>(aeth_value(syn)) == NakCode::kPsnSequenceError) {
+      // The responder expects packet i of message k: all before it arrived.
+      SV_DEBUG("QP %#x: sequence NAK, resending from PSN %#x", pkt.bth.dest_qp, pkt.bth.psn);
+      if (!finish_before(s, k)) return;
+      restart_timer(s, false);
+      return go_back(s, 0, i);
     }
+    if (type == AethType::kAck) {
+      if (!finish_before(s, k)) return;
+      Outbound& o = s.out.front();
+      if (o.asks_data()) return;  // its answer carries data
+      if (i + 1 > o.acked) {
+        o.acked = i + 1;
+        restart_timer(s, true);
+      }
+      if (o.acked == o.npsn) finish_front(s, Response{Outcome::kAck, 0});
+      return pump(s);
+    }
+    if (!finish_before(s, k)) return;
+    Response r{Outcome::kRemoteInvalid, 0};
+    if (type == AethType::kRnrNak) {
+      r = Response{Outcome::kRnr, aeth_value(syn)};
+    } else if (type == AethType::kNak) {
+      NakCode code = static_cast<NakCode>(aeth_value(syn));
+      r.outcome = code == NakCode::kRemoteAccessError        ? Outcome::kRemoteAccess
+                  : code == NakCode::kRemoteOperationalError ? Outcome::kRemoteOperational
+                                                             : Outcome::kRemoteInvalid;
+    } else {
+      return;  // reserved syndrome
+    }
+    drop_after_front(s);
+    if (r.outcome == Outcome::kRnr) s.next_psn = s.out.front().first_psn;  // it comes again, same PSNs
+    finish_front(s, r);
+    return;
   }
   if (info->is(kRead) && info->is(kResponse)) {
-    if (o.opcode != IBV_WR_RDMA_READ || i != o.acked) return;  // out of order: the timer re-asks
+    if (s.out[k].opcode != IBV_WR_RDMA_READ || i != s.out[k].acked) return;  // out of order: asked again later
+    if (!finish_before(s, k)) return;
+    Outbound& o = s.out.front();
     const uint64_t at = packet_offset(i, o.mtu);
     if (pkt.payload_len > o.mtu || at + pkt.payload_len > o.length) return;
     std::memcpy(o.data.data() + at, pkt.payload, pkt.payload_len);
     ++o.acked;
-    o.deadline_ns = refreshed;
+    restart_timer(s, true);
     if (o.acked < o.npsn) return;
     size_t off = 0;
     for (const Piece& piece : o.sink) {
       std::memcpy(piece.addr, o.data.data() + off, piece.len);
       off += piece.len;
     }
-    return finish(s, Response{Outcome::kAck, 0});
+    finish_front(s, Response{Outcome::kAck, 0});
+    return pump(s);
   }
   if (info->is(kAtomic) && info->is(kResponse)) {
-    if (!is_atomic(o.opcode)) return;
+    if (!is_atomic(s.out[k].opcode) || !finish_before(s, k)) return;
+    Outbound& o = s.out.front();
     const auto* bytes = reinterpret_cast<const uint8_t*>(&pkt.atomic_ack);
     uint32_t done = 0;
     for (const Piece& piece : o.sink) {
@@ -325,35 +390,35 @@ void Engine::on_response(const RocePacket& pkt, const PacketAddrs&) {
       done += n;
       if (done == 8) break;
     }
-    return finish(s, Response{Outcome::kAck, 0});
+    finish_front(s, Response{Outcome::kAck, 0});
+    return pump(s);
   }
 }
 
 void Engine::on_timers(uint64_t now) {
   for (auto& [qpn, s] : senders) {
-    if (!s.active || s.out.deadline_ns > now) continue;
-    Outbound& o = s.out;
-    if (o.timeout == 0) {
-      o.deadline_ns = now + kForeverRetryNs;
-      go_back(o, o.acked);
-      continue;
+    if (s.out.empty() || s.deadline_ns > now) continue;
+    if (s.timeout != 0) {
+      if (s.retry_left == 0) {
+        SV_INFO("QP %#x: no ACK for PSN %#x after %u retries", qpn,
+                psn_add(s.out.front().first_psn, s.out.front().acked), s.retry_cnt);
+        drop_after_front(s);
+        finish_front(s, Response{Outcome::kRetryExceeded, 0});
+        continue;
+      }
+      --s.retry_left;
     }
-    if (o.retry_left == 0) {
-      SV_INFO("QP %#x: no ACK for PSN %#x after %u retries", qpn, psn_add(o.first_psn, o.acked),
-              o.qp ? o.qp->attr.retry_cnt : 0);
-      finish(s, Response{Outcome::kRetryExceeded, 0});
-      continue;
-    }
-    --o.retry_left;
-    o.deadline_ns = now + ack_timeout_ns(o.timeout);
-    go_back(o, o.acked);
+    SV_DEBUG("QP %#x: ACK timeout, resending from PSN %#x (%zu messages on the wire, %u retries left)", qpn,
+             psn_add(s.out.front().first_psn, s.out.front().acked), s.out.size(), s.retry_left);
+    restart_timer(s, false);
+    go_back(s, 0, s.out.front().acked);  // timeout 0: no limit, but lost packets still go again
   }
 }
 
 uint64_t Engine::next_deadline() const {
   uint64_t best = 0;
   for (const auto& [qpn, s] : senders)
-    if (s.active && (best == 0 || s.out.deadline_ns < best)) best = s.out.deadline_ns;
+    if (!s.out.empty() && (best == 0 || s.deadline_ns < best)) best = s.deadline_ns;
   return best;
 }
 

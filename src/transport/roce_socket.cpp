@@ -68,6 +68,42 @@ uint16_t local_port(int fd) {
                                        : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
 }
 
+// The sender's and our addresses, TOS/TTL of a received datagram.
+void read_addresses(const msghdr& msg, const sockaddr_storage& from, DatagramInfo* info) {
+  if (from.ss_family == AF_INET) {
+    auto* sin = reinterpret_cast<const sockaddr_in*>(&from);
+    info->src = net::v4_mapped(sin->sin_addr.s_addr);
+    info->src_port = ntohs(sin->sin_port);
+  } else {
+    auto* sin6 = reinterpret_cast<const sockaddr_in6*>(&from);
+    info->src = sin6->sin6_addr;
+    info->src_port = ntohs(sin6->sin6_port);
+  }
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&msg), c)) {
+    int v = 0;
+    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+      in_pktinfo pi;
+      std::memcpy(&pi, CMSG_DATA(c), sizeof pi);
+      info->dst = net::v4_mapped(pi.ipi_addr.s_addr);
+    } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
+      info->traffic_class = *CMSG_DATA(c);
+    } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL) {
+      std::memcpy(&v, CMSG_DATA(c), sizeof v);
+      info->hop_limit = static_cast<uint8_t>(v);
+    } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
+      in6_pktinfo pi;
+      std::memcpy(&pi, CMSG_DATA(c), sizeof pi);
+      info->dst = pi.ipi6_addr;
+    } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
+      std::memcpy(&v, CMSG_DATA(c), sizeof v);
+      info->traffic_class = static_cast<uint8_t>(v);
+    } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_HOPLIMIT) {
+      std::memcpy(&v, CMSG_DATA(c), sizeof v);
+      info->hop_limit = static_cast<uint8_t>(v);
+    }
+  }
+}
+
 }  // namespace
 
 uint32_t link_ib_mtu(const in6_addr& dst) {
@@ -125,59 +161,78 @@ void RoceSocket::close() {
 
 uint16_t RoceSocket::source_port(const in6_addr& dst) const { return net::is_v4_mapped(dst) ? port4_ : port6_; }
 
-bool RoceSocket::send(const in6_addr& src, const in6_addr& dst, uint16_t dst_port, uint8_t traffic_class,
-                      const uint8_t* data, size_t len) {
-  iovec iov{const_cast<uint8_t*>(data), len};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(cmsghdr) uint8_t control[CMSG_SPACE(sizeof(in6_pktinfo)) + CMSG_SPACE(sizeof(int))] = {};
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  sockaddr_storage to{};
-  int fd;
-  const int tclass = traffic_class;
-  if (net::is_v4_mapped(dst)) {
-    auto* sin = reinterpret_cast<sockaddr_in*>(&to);
+namespace {
+
+// The control messages of one send: the source address (the QP's source
+// GID) and the traffic class.
+struct SendControl {
+  alignas(cmsghdr) uint8_t bytes[CMSG_SPACE(sizeof(in6_pktinfo)) + CMSG_SPACE(sizeof(int))];
+};
+
+// Fills `msg` (and its address, iovec and control storage) to send `d`;
+// returns the socket family's index (0: IPv4, 1: IPv6).
+int prepare(const OutDatagram& d, msghdr* msg, sockaddr_storage* to, iovec* iov, SendControl* control) {
+  *iov = iovec{const_cast<uint8_t*>(d.data), d.len};
+  *msg = msghdr{};
+  *to = sockaddr_storage{};
+  *control = SendControl{};
+  msg->msg_iov = iov;
+  msg->msg_iovlen = 1;
+  msg->msg_control = control->bytes;
+  msg->msg_controllen = sizeof control->bytes;
+  msg->msg_name = to;
+  cmsghdr* c = CMSG_FIRSTHDR(msg);
+  const int tclass = d.traffic_class;
+  if (net::is_v4_mapped(d.dst)) {
+    auto* sin = reinterpret_cast<sockaddr_in*>(to);
     sin->sin_family = AF_INET;
-    sin->sin_port = htons(dst_port);
-    std::memcpy(&sin->sin_addr, dst.s6_addr + 12, 4);
-    msg.msg_namelen = sizeof *sin;
+    sin->sin_port = htons(d.dst_port);
+    std::memcpy(&sin->sin_addr, d.dst.s6_addr + 12, 4);
+    msg->msg_namelen = sizeof *sin;
     c->cmsg_level = IPPROTO_IP;
     c->cmsg_type = IP_PKTINFO;
     c->cmsg_len = CMSG_LEN(sizeof(in_pktinfo));
     in_pktinfo pi{};
-    std::memcpy(&pi.ipi_spec_dst, src.s6_addr + 12, 4);
+    std::memcpy(&pi.ipi_spec_dst, d.src.s6_addr + 12, 4);
     std::memcpy(CMSG_DATA(c), &pi, sizeof pi);
-    c = CMSG_NXTHDR(&msg, c);
+    c = CMSG_NXTHDR(msg, c);
     c->cmsg_level = IPPROTO_IP;
     c->cmsg_type = IP_TOS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(c), &tclass, sizeof tclass);
-    msg.msg_controllen = CMSG_SPACE(sizeof(in_pktinfo)) + CMSG_SPACE(sizeof(int));
-    fd = fd4_;
-  } else {
-    auto* sin6 = reinterpret_cast<sockaddr_in6*>(&to);
-    sin6->sin6_family = AF_INET6;
-    sin6->sin6_port = htons(dst_port);
-    sin6->sin6_addr = dst;
-    msg.msg_namelen = sizeof *sin6;
-    c->cmsg_level = IPPROTO_IPV6;
-    c->cmsg_type = IPV6_PKTINFO;
-    c->cmsg_len = CMSG_LEN(sizeof(in6_pktinfo));
-    in6_pktinfo pi{};
-    pi.ipi6_addr = src;
-    std::memcpy(CMSG_DATA(c), &pi, sizeof pi);
-    c = CMSG_NXTHDR(&msg, c);
-    c->cmsg_level = IPPROTO_IPV6;
-    c->cmsg_type = IPV6_TCLASS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &tclass, sizeof tclass);
-    msg.msg_controllen = CMSG_SPACE(sizeof(in6_pktinfo)) + CMSG_SPACE(sizeof(int));
-    fd = fd6_;
+    msg->msg_controllen = CMSG_SPACE(sizeof(in_pktinfo)) + CMSG_SPACE(sizeof(int));
+    return 0;
   }
-  msg.msg_name = &to;
+  auto* sin6 = reinterpret_cast<sockaddr_in6*>(to);
+  sin6->sin6_family = AF_INET6;
+  sin6->sin6_port = htons(d.dst_port);
+  sin6->sin6_addr = d.dst;
+  msg->msg_namelen = sizeof *sin6;
+  c->cmsg_level = IPPROTO_IPV6;
+  c->cmsg_type = IPV6_PKTINFO;
+  c->cmsg_len = CMSG_LEN(sizeof(in6_pktinfo));
+  in6_pktinfo pi{};
+  pi.ipi6_addr = d.src;
+  std::memcpy(CMSG_DATA(c), &pi, sizeof pi);
+  c = CMSG_NXTHDR(msg, c);
+  c->cmsg_level = IPPROTO_IPV6;
+  c->cmsg_type = IPV6_TCLASS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &tclass, sizeof tclass);
+  msg->msg_controllen = CMSG_SPACE(sizeof(in6_pktinfo)) + CMSG_SPACE(sizeof(int));
+  return 1;
+}
+
+}  // namespace
+
+bool RoceSocket::send(const in6_addr& src, const in6_addr& dst, uint16_t dst_port, uint8_t traffic_class,
+                      const uint8_t* data, size_t len) {
+  OutDatagram d{src, dst, dst_port, traffic_class, data, len};
+  msghdr msg;
+  sockaddr_storage to;
+  iovec iov;
+  SendControl control;
+  const int fd = prepare(d, &msg, &to, &iov, &control) == 0 ? fd4_ : fd6_;
   if (fd < 0) {
     errno = EAFNOSUPPORT;
     return false;
@@ -186,6 +241,42 @@ bool RoceSocket::send(const in6_addr& src, const in6_addr& dst, uint16_t dst_por
     if (sendmsg(fd, &msg, 0) == static_cast<ssize_t>(len)) return true;
     if (errno == EINTR) continue;
     return false;
+  }
+}
+
+void RoceSocket::send_many(const OutDatagram* d, size_t count) {
+  constexpr size_t kMax = 64;
+  mmsghdr msgs[kMax];
+  sockaddr_storage to[kMax];
+  iovec iov[kMax];
+  SendControl control[kMax];
+  size_t i = 0;
+  while (i < count) {
+    // A run of datagrams of one family goes in one sendmmsg().
+    const int family = prepare(d[i], &msgs[0].msg_hdr, &to[0], &iov[0], &control[0]);
+    size_t n = 1;
+    while (i + n < count && n < kMax) {
+      msghdr probe;
+      if (prepare(d[i + n], &probe, &to[n], &iov[n], &control[n]) != family) break;
+      msgs[n].msg_hdr = probe;
+      msgs[n].msg_hdr.msg_name = &to[n];
+      msgs[n].msg_hdr.msg_iov = &iov[n];
+      msgs[n].msg_hdr.msg_control = control[n].bytes;
+      ++n;
+    }
+    const int fd = family == 0 ? fd4_ : fd6_;
+    size_t done = 0;
+    while (fd >= 0 && done < n) {
+      int sent = sendmmsg(fd, msgs + done, static_cast<unsigned>(n - done), 0);
+      if (sent > 0) {
+        done += static_cast<size_t>(sent);
+      } else if (sent < 0 && errno == EINTR) {
+        continue;
+      } else {
+        ++done;  // the kernel refused this one (no route, buffer full): lost on the wire
+      }
+    }
+    i += n;
   }
 }
 
@@ -206,39 +297,35 @@ ssize_t RoceSocket::receive(int fd, uint8_t* buf, size_t cap, DatagramInfo* info
     errno = EMSGSIZE;
     return -1;
   }
-  if (from.ss_family == AF_INET) {
-    auto* sin = reinterpret_cast<sockaddr_in*>(&from);
-    info->src = net::v4_mapped(sin->sin_addr.s_addr);
-    info->src_port = ntohs(sin->sin_port);
-  } else {
-    auto* sin6 = reinterpret_cast<sockaddr_in6*>(&from);
-    info->src = sin6->sin6_addr;
-    info->src_port = ntohs(sin6->sin6_port);
-  }
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-    int v = 0;
-    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
-      in_pktinfo pi;
-      std::memcpy(&pi, CMSG_DATA(c), sizeof pi);
-      info->dst = net::v4_mapped(pi.ipi_addr.s_addr);
-    } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
-      info->traffic_class = *CMSG_DATA(c);
-    } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL) {
-      std::memcpy(&v, CMSG_DATA(c), sizeof v);
-      info->hop_limit = static_cast<uint8_t>(v);
-    } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
-      in6_pktinfo pi;
-      std::memcpy(&pi, CMSG_DATA(c), sizeof pi);
-      info->dst = pi.ipi6_addr;
-    } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
-      std::memcpy(&v, CMSG_DATA(c), sizeof v);
-      info->traffic_class = static_cast<uint8_t>(v);
-    } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_HOPLIMIT) {
-      std::memcpy(&v, CMSG_DATA(c), sizeof v);
-      info->hop_limit = static_cast<uint8_t>(v);
-    }
-  }
+  read_addresses(msg, from, info);
   return n;
+}
+
+int RoceSocket::receive_many(int fd, uint8_t* const* bufs, size_t cap, int count, ssize_t* lens,
+                             DatagramInfo* infos) {
+  constexpr int kMax = 32;
+  if (count > kMax) count = kMax;
+  mmsghdr msgs[kMax];
+  sockaddr_storage from[kMax];
+  iovec iov[kMax];
+  alignas(cmsghdr) uint8_t control[kMax][256];
+  for (int i = 0; i < count; ++i) {
+    iov[i] = iovec{bufs[i], cap};
+    msgs[i].msg_hdr = msghdr{};
+    msgs[i].msg_hdr.msg_name = &from[i];
+    msgs[i].msg_hdr.msg_namelen = sizeof from[i];
+    msgs[i].msg_hdr.msg_iov = &iov[i];
+    msgs[i].msg_hdr.msg_iovlen = 1;
+    msgs[i].msg_hdr.msg_control = control[i];
+    msgs[i].msg_hdr.msg_controllen = sizeof control[i];
+  }
+  int got = recvmmsg(fd, msgs, static_cast<unsigned>(count), MSG_DONTWAIT, nullptr);
+  if (got <= 0) return 0;
+  for (int i = 0; i < got; ++i) {
+    lens[i] = (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) ? -1 : static_cast<ssize_t>(msgs[i].msg_len);
+    read_addresses(msgs[i].msg_hdr, from[i], &infos[i]);
+  }
+  return got;
 }
 
 }  // namespace sv

@@ -15,6 +15,15 @@
 
 namespace sv {
 
+// One datagram ready to go (RoceSocket::send_many).
+struct OutDatagram {
+  in6_addr src{}, dst{};
+  uint16_t dst_port = 0;
+  uint8_t traffic_class = 0;
+  const uint8_t* data = nullptr;
+  size_t len = 0;
+};
+
 struct DatagramInfo {
   in6_addr src{}, dst{};  // IPv4 as ::ffff:a.b.c.d
   uint16_t src_port = 0;
@@ -48,9 +57,16 @@ class RoceSocket {
   // the kernel refused (no route, buffer full: a lost packet to RoCE).
   bool send(const in6_addr& src, const in6_addr& dst, uint16_t dst_port, uint8_t traffic_class,
             const uint8_t* data, size_t len);
+  // Sends `count` datagrams with as few system calls as their address
+  // families allow (sendmmsg). Those the kernel refuses are lost packets.
+  void send_many(const OutDatagram* d, size_t count);
   // Receives one datagram from `fd` without blocking: its length, or -1
   // (errno EAGAIN when none is waiting).
   ssize_t receive(int fd, uint8_t* buf, size_t cap, DatagramInfo* info);
+  // Receives up to `count` datagrams from `fd` without blocking, the i-th
+  // into bufs[i] (`cap` bytes each); their lengths go to lens[] (-1: too
+  // large, not RoCE). Returns how many arrived (0 when none waits).
+  int receive_many(int fd, uint8_t* const* bufs, size_t cap, int count, ssize_t* lens, DatagramInfo* infos);
 
  private:
   int fd4_ = -1, fd6_ = -1;

@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <thread>
@@ -24,6 +25,17 @@ namespace {
 
 std::mutex g_start_mu;
 std::atomic<bool> g_started{false};
+// Held by the thread draining the sockets: the network thread, or an
+// application thread polling an empty CQ (RoceTransport::progress).
+std::mutex g_rx_mu;
+// Receive slots: a RoCE datagram is at most a 4096-byte MTU plus headers;
+// anything larger (truncated) is not RoCE.
+constexpr size_t kSlotBytes = 8192;
+constexpr int kSlots = 32;
+struct ReceiveSlots {
+  std::vector<uint8_t> storage = std::vector<uint8_t>(kSlots * (net::kDatagramHeadroom + kSlotBytes));
+  uint8_t* at(int i) { return storage.data() + i * (net::kDatagramHeadroom + kSlotBytes); }
+};
 
 // A fork()ed child has no network thread and must not read its parent's
 // packets: it starts afresh when it first needs the network.
@@ -38,6 +50,7 @@ void after_fork_in_child() {
   new (&e.mu) std::mutex();
   new (&e.call_mu) std::mutex();
   new (&g_start_mu) std::mutex();
+  new (&g_rx_mu) std::mutex();
   g_started.store(false);
 }
 
@@ -79,17 +92,39 @@ void handle_datagram(Engine& e, uint8_t* buf, size_t len, const DatagramInfo& in
   if (!net::decode(buf + net::kDatagramHeadroom, len - net::kIcrcBytes, &pkt)) return;
   const net::OpcodeInfo* info_op = net::opcode_info(pkt.bth.opcode);
   PacketAddrs from{info.src, info.dst, info.traffic_class, info.hop_limit};
-  std::lock_guard g(e.mu);
+  EngineLock g(e);
   if (info_op->is(net::kResponse))
     e.on_response(pkt, from);
   else
     e.on_request(pkt, from);
 }
 
+// Receives and handles what waits on the sockets, at most `budget`
+// datagrams per socket. Caller holds g_rx_mu.
+void drain(Engine& e, ReceiveSlots& slots, int budget) {
+  const int fds[2] = {e.sock.fd4(), e.sock.fd6()};
+  uint8_t* payloads[kSlots];
+  for (int s = 0; s < kSlots; ++s) payloads[s] = slots.at(s) + net::kDatagramHeadroom;
+  ssize_t lens[kSlots];
+  DatagramInfo infos[kSlots];
+  for (int i = 0; i < 2; ++i) {
+    if (fds[i] < 0) continue;
+    const uint16_t local_port = i == 0 ? e.sock.source_port(net::v4_mapped(0)) : e.sock.source_port(in6_addr{});
+    for (int left = budget; left > 0;) {
+      int got = e.sock.receive_many(fds[i], payloads, kSlotBytes, std::min(left, kSlots), lens, infos);
+      for (int s = 0; s < got; ++s)
+        if (lens[s] >= 0) handle_datagram(e, slots.at(s), static_cast<size_t>(lens[s]), infos[s], local_port);
+      run_answers(e);
+      if (got < kSlots) break;
+      left -= got;
+    }
+  }
+}
+
 void network_thread() {
   pthread_setname_np(pthread_self(), "softverbs-net");
   Engine& e = engine();
-  std::vector<uint8_t> buf(net::kDatagramHeadroom + 65536);
+  ReceiveSlots slots;
   for (;;) {
     int timeout_ms = -1;
     {
@@ -105,22 +140,12 @@ void network_thread() {
       uint64_t v;
       (void)!read(e.wake_fd, &v, sizeof v);
     }
-    for (int i = 0; i < 2; ++i) {
-      if (!(fds[i].revents & POLLIN)) continue;
-      DatagramInfo info;
-      ssize_t n;
-      // A bounded batch per socket, so timers and the other socket get their turn.
-      for (int k = 0; k < 256; ++k) {
-        n = e.sock.receive(fds[i].fd, buf.data() + net::kDatagramHeadroom, buf.size() - net::kDatagramHeadroom,
-                           &info);
-        if (n < 0) break;
-        handle_datagram(e, buf.data(), static_cast<size_t>(n), info,
-                        i == 0 ? e.sock.source_port(net::v4_mapped(0)) : e.sock.source_port(in6_addr{}));
-        if (k % 16 == 15) run_answers(e);
-      }
+    if ((fds[0].revents | fds[1].revents) & POLLIN) {
+      std::lock_guard rx(g_rx_mu);
+      drain(e, slots, 256);  // bounded, so timers get their turn
     }
     {
-      std::lock_guard g(e.mu);
+      EngineLock g(e);
       e.on_timers(monotonic_ns());
     }
     run_answers(e);
@@ -161,16 +186,28 @@ Response RoceTransport::deliver(const Message& m) {
   listen();
   roce::Engine& e = roce::engine();
   if (m.qp_type == IBV_QPT_UD || m.qp_type == IBV_QPT_UC) {
-    std::lock_guard g(e.mu);
+    roce::EngineLock g(e);
     return e.send_unreliable(m);
   }
   Response r;
   {
-    std::lock_guard g(e.mu);
+    roce::EngineLock g(e);
     r = e.start_reliable(m);
   }
   roce::wake(e);  // the thread's timer now has a deadline
   return r;
+}
+
+void RoceTransport::progress() {
+  if (!roce::g_started.load(std::memory_order_acquire)) return;
+  roce::Engine& e = roce::engine();
+  {
+    std::unique_lock rx(roce::g_rx_mu, std::try_to_lock);
+    if (!rx.owns_lock()) return;  // another thread is at it
+    thread_local roce::ReceiveSlots slots;
+    roce::drain(e, slots, 64);
+  }
+  roce::run_answers(e);
 }
 
 void RoceTransport::forget_qp(uint32_t qpn, bool wait) {

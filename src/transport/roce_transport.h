@@ -15,6 +15,7 @@ class RoceTransport final : public Transport {
   Response deliver(const Message& m) override;
   void listen() override;
   void forget_qp(uint32_t qpn, bool wait) override;
+  void progress() override;
 };
 
 }  // namespace sv

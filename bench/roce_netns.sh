@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# RoCEv2 through softverbs between two network namespaces joined by a veth
+# pair, against the kernel's own transports on the same link, in one run,
+# alternating, ROUNDS rounds (issue 7's targets):
+#   ib_write_bw -s 1048576            vs  iperf3 (TCP) throughput
+#   ib_write_lat -s 8, t_typical      vs  qperf udp_lat (one way, as both report it)
+#   ib_write_bw -s 1048576, 3% loss   vs  the same without loss
+# Loss: an nftables rule drops 3% of each host's UDP 4791 packets at random.
+# Prints a Markdown table (medians of the per-round ratios) to stdout.
+#   bench/roce_netns.sh [BUILD_DIR] [ROUNDS]
+set -u
+build=${1:-build}
+rounds=${2:-3}
+export LD_LIBRARY_PATH=$(cd "$build/lib" && pwd)
+a=bnA$$ b=bnB$$ va=bna$$ vb=bnb$$
+cleanup() { ip netns del "$a" 2>/dev/null; ip netns del "$b" 2>/dev/null; }
+trap cleanup EXIT
+ip netns add "$a" && ip netns add "$b" || exit 1
+ip link add "$va" type veth peer name "$vb"
+ip link set "$va" netns "$a"; ip link set "$vb" netns "$b"
+ip -n "$a" addr add 10.95.0.1/24 dev "$va"; ip -n "$b" addr add 10.95.0.2/24 dev "$vb"
+for ns in "$a" "$b"; do ip -n "$ns" link set lo up; done
+ip -n "$a" link set "$va" up; ip -n "$b" link set "$vb" up
+gid_of() { ip netns exec "$1" ibv_devinfo -v | sed -nE "s/^[[:space:]]*GID\[ *([0-9]+)\]:[[:space:]]+::ffff:${2//./\\.},.*/\1/p" | head -1; }
+ga=$(gid_of "$a" 10.95.0.1) gb=$(gid_of "$b" 10.95.0.2)
+
+perftest() {  # prints the client's result line
+  ip netns exec "$a" timeout 120 "$@" -x "$ga" >/dev/null 2>&1 &
+  local server=$!
+  sleep 0.5
+  ip netns exec "$b" timeout 120 "$@" -x "$gb" 10.95.0.1 2>/dev/null | awk '/^ *[0-9]+ +[0-9]+ / {print; exit}'
+  wait $server
+}
+write_bw() { perftest ib_write_bw -s 1048576 -D 5 | awk '{print $4}'; }            # BW average, MB/s
+write_lat() { perftest ib_write_lat -s 8 -n 20000 | awk '{print $5}'; }            # t_typical, us
+iperf() {
+  ip netns exec "$a" iperf3 -s -1 >/dev/null 2>&1 &
+  sleep 0.5
+  ip netns exec "$b" iperf3 -c 10.95.0.1 -t 5 -J | python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 8e6)'
+  wait
+}
+udp_lat() {
+  ip netns exec "$a" qperf >/dev/null 2>&1 &
+  local server=$!
+  sleep 0.5
+  ip netns exec "$b" qperf -t 5 10.95.0.1 udp_lat | awk '/latency/ {v=$3; if ($4 == "ms") v *= 1000; if ($4 == "ns") v /= 1000; print v}'
+  kill $server; wait $server 2>/dev/null
+}
+loss() {
+  for ns in "$a" "$b"; do
+    if [ "$1" = on ]; then
+      ip netns exec "$ns" nft -f - <<NFT
+table inet loss { chain out { type filter hook output priority 0; udp dport 4791 numgen random mod 100 < 3 drop; } }
+NFT
+    else
+      ip netns exec "$ns" nft delete table inet loss
+    fi
+  done
+}
+
+median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
+ratio() { awk -v x="$1" -v y="$2" 'BEGIN {if (y > 0) printf "%.2f", x / y; else print "nan"}'; }
+declare -a r_bw r_lat r_loss
+for r in $(seq "$rounds"); do
+  bw=$(write_bw); tcp=$(iperf)
+  lat=$(write_lat); udp=$(udp_lat)
+  loss on; lossy=$(write_bw); loss off
+  r_bw+=("$(ratio "$bw" "$tcp")"); r_lat+=("$(ratio "$lat" "$udp")"); r_loss+=("$(ratio "$lossy" "$bw")")
+  echo "round $r: ib_write_bw ${bw} MB/s, iperf3 ${tcp} MB/s; ib_write_lat ${lat} us, qperf udp_lat ${udp} us; with 3% loss ${lossy} MB/s" >&2
+  rows+=("$bw $tcp $lat $udp $lossy")
+done
+col() { for row in "${rows[@]}"; do set -- $row; eval echo "\$$1"; done | median; }
+med() { printf '%s\n' "$@" | median; }
+echo "| measure | softverbs | peer | ratio (median of rounds) | per round | target | met |"
+echo "|---|---|---|---|---|---|---|"
+m=$(med "${r_bw[@]}"); echo "| ib_write_bw -s 1M vs iperf3 TCP (MB/s) | $(col 1) | $(col 2) | $m | ${r_bw[*]} | >= 0.7 | $(awk -v m="$m" 'BEGIN {print (m >= 0.7) ? "yes" : "no"}') |"
+m=$(med "${r_lat[@]}"); echo "| ib_write_lat -s 8 vs qperf udp_lat (us, one way) | $(col 3) | $(col 4) | $m | ${r_lat[*]} | <= 1.5 | $(awk -v m="$m" 'BEGIN {print (m <= 1.5) ? "yes" : "no"}') |"
+m=$(med "${r_loss[@]}"); echo "| ib_write_bw -s 1M with 3% loss vs without (MB/s) | $(col 5) | $(col 1) | $m | ${r_loss[*]} | >= 0.5 | $(awk -v m="$m" 'BEGIN {print (m >= 0.5) ? "yes" : "no"}') |"
