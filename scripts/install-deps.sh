@@ -14,6 +14,7 @@ packages=(
   nftables                              # packet loss on the RoCEv2 test links (no netem in every kernel)
   tshark                                # decodes our CM MADs independently (e2e_ibcm_tshark)
   ucx-utils libfabric-bin gnuplot-nox  # peers the benchmarks compare against, plots
+  iperf3 qperf                          # the kernel's TCP and UDP on the RoCE benchmark's link
 )
 export DEBIAN_FRONTEND=noninteractive
 as_root apt-get update -qq
