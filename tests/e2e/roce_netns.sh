@@ -2,7 +2,9 @@
 # Two hosts made of network namespaces joined by a veth pair (created here,
 # deleted on exit; no traffic leaves them), talking RoCEv2 through
 # softverbs: one of Debian's tools as server in host A and client in host B.
-#   roce_netns.sh [--netem "SPEC"] [--drop PERCENT] [--drop-data PERCENT] [--pcap] pingpong|perftest TOOL [ARGS...]
+#   roce_netns.sh [--ipv6] [--netem "SPEC"] [--drop PERCENT] [--drop-data PERCENT] [--pcap] pingpong|perftest TOOL [ARGS...]
+#     --ipv6    RoCE over IPv6 (GIDs fd93::1, fd93::2); the tools still exchange
+#               their QP numbers over IPv4 TCP (Debian's pingpong servers listen on IPv4)
 #     pingpong  ibv_*_pingpong: -g <GID index>; both must report their iterations
 #     perftest  ib_*_{lat,bw}: -x <GID index>; the client must print its table
 #     --netem   tc netem SPEC on both ends of the link (loss, duplicate, reorder,
@@ -17,13 +19,14 @@
 #               no malformed one, and each ICRC is checked by an independent
 #               computation (Python's zlib)
 set -u
-netem="" drop="" min_len=0 pcap=0
+netem="" drop="" min_len=0 pcap=0 ipv6=0
 while [[ $# -gt 0 && $1 == --* ]]; do
   case $1 in
     --netem) netem=$2; shift 2 ;;
     --drop) drop=$2; shift 2 ;;
     --drop-data) drop=$2; min_len=200; shift 2 ;;
     --pcap) pcap=1; shift ;;
+    --ipv6) ipv6=1; shift ;;
     *) echo "unknown option $1"; exit 2 ;;
   esac
 done
@@ -41,9 +44,12 @@ cleanup() {
 }
 trap cleanup EXIT
 ip netns add "$a" 2>/dev/null && ip netns add "$b" || { echo "cannot create network namespaces"; exit 77; }
+addr_a=10.93.0.1 gid_a=::ffff:10.93.0.1 gid_b=::ffff:10.93.0.2
+((ipv6)) && gid_a=fd93::1 gid_b=fd93::2
 ip link add "$va" type veth peer name "$vb" &&
   ip link set "$va" netns "$a" && ip link set "$vb" netns "$b" &&
   ip -n "$a" addr add 10.93.0.1/24 dev "$va" && ip -n "$b" addr add 10.93.0.2/24 dev "$vb" &&
+  { ((!ipv6)) || { ip -n "$a" -6 addr add fd93::1/64 dev "$va" nodad && ip -n "$b" -6 addr add fd93::2/64 dev "$vb" nodad; }; } &&
   ip -n "$a" link set "$va" up && ip -n "$b" link set "$vb" up &&
   ip -n "$a" link set lo up && ip -n "$b" link set lo up || { echo "cannot set up the veth link"; exit 1; }
 if [[ -n $netem ]]; then
@@ -64,10 +70,10 @@ NFT
   done
 fi
 
-gid_of() {  # the GID index of ::ffff:$2 in namespace $1, as ibv_devinfo shows it
-  ip netns exec "$1" ibv_devinfo -v | sed -nE "s/^[[:space:]]*GID\[ *([0-9]+)\]:[[:space:]]+::ffff:${2//./\\.},.*/\1/p" | head -1
+gid_of() {  # the GID index of $2 in namespace $1, as ibv_devinfo shows it
+  ip netns exec "$1" ibv_devinfo -v | sed -nE "s/^[[:space:]]*GID\[ *([0-9]+)\]:[[:space:]]+${2//./\\.},.*/\1/p" | head -1
 }
-ga=$(gid_of "$a" 10.93.0.1) gb=$(gid_of "$b" 10.93.0.2)
+ga=$(gid_of "$a" "$gid_a") gb=$(gid_of "$b" "$gid_b")
 [[ -n $ga && -n $gb ]] || { echo "no GID for the veth addresses ($ga/$gb)"; ip netns exec "$a" ibv_devinfo -v; exit 1; }
 
 if ((pcap)); then
@@ -83,7 +89,7 @@ flag=-g
 ip netns exec "$a" timeout 60 "$tool" "$flag" "$ga" "$@" >"$work/server" 2>&1 &
 server=$!
 sleep 0.5
-ip netns exec "$b" timeout 60 "$tool" "$flag" "$gb" "$@" 10.93.0.1 >"$work/client" 2>&1
+ip netns exec "$b" timeout 60 "$tool" "$flag" "$gb" "$@" "$addr_a" >"$work/client" 2>&1
 client_rc=$?
 wait "$server"
 server_rc=$?
