@@ -18,6 +18,7 @@
 #include "core/message.h"
 #include "core/pd.h"
 #include "net/roce_header.h"
+#include "transport/roce_counters.h"
 #include "transport/roce_socket.h"
 
 namespace sv {
@@ -118,9 +119,10 @@ class Engine {
 
   // Queues one packet; they leave together at flush() (or when the batch
   // is full), so a window of packets costs one system call.
-  void transmit(const in6_addr& src, const in6_addr& dst, uint8_t traffic_class, const net::RocePacket& pkt,
-                const uint8_t* payload, size_t len);
+  void transmit(uint32_t local_qpn, const in6_addr& src, const in6_addr& dst, uint8_t traffic_class,
+                const net::RocePacket& pkt, const uint8_t* payload, size_t len);
   void flush();
+  Counters counters;
 
   // Requester side (roce_sender.cpp); under mu.
   Response send_unreliable(const Message& m);  // UC, UD: out at once
@@ -142,13 +144,14 @@ class Engine {
   void go_back(Sender& s, size_t k, uint32_t index);
   void restart_timer(Sender& s, bool progress);
 
-  void answer(const PacketAddrs& to, uint32_t dst_qpn, uint8_t syndrome, uint32_t psn, uint32_t msn);
+  void answer(uint32_t qpn, const PacketAddrs& to, uint32_t dst_qpn, uint8_t syndrome, uint32_t psn, uint32_t msn);
   void receive_unreliable(const net::RocePacket& pkt, const PacketAddrs& from, uint32_t qpn);
   void receive_reliable(const net::RocePacket& pkt, const PacketAddrs& from, uint32_t qpn);
 
   static constexpr size_t kBatch = 64;
   std::vector<std::vector<uint8_t>> batch_bufs_;
   std::vector<OutDatagram> batch_;
+  std::vector<uint32_t> batch_qpns_;  // the local QP of each
 };
 
 // Holds the engine's mu; sends what was queued before letting go.

@@ -150,14 +150,19 @@ uint32_t responder_mtu(const shm::QpShared& t) {
 
 }  // namespace
 
-void Engine::answer(const PacketAddrs& to, uint32_t dst_qpn, uint8_t syndrome, uint32_t psn, uint32_t msn) {
+void Engine::answer(uint32_t qpn, const PacketAddrs& to, uint32_t dst_qpn, uint8_t syndrome, uint32_t psn,
+                    uint32_t msn) {
+  if (aeth_type(syndrome) == AethType::kRnrNak) counters.add(qpn, kRnrNaksSent);
+  if (aeth_type(syndrome) == AethType::kNak)
+    counters.add(qpn, static_cast<NakCode>(aeth_value(syndrome)) == NakCode::kPsnSequenceError ? kSeqNaksSent
+                                                                                              : kErrorNaksSent);
   RocePacket p;
   p.bth.opcode = kAck;  // RC ACKNOWLEDGE; XRC answers the same way
   p.bth.dest_qp = dst_qpn;
   p.bth.psn = psn & kMask24;
   p.aeth.syndrome = syndrome;
   p.aeth.msn = msn & kMask24;
-  transmit(to.src, to.dst, to.traffic_class, p, nullptr, 0);
+  transmit(qpn, to.src, to.dst, to.traffic_class, p, nullptr, 0);
 }
 
 void Engine::on_request(const RocePacket& pkt, const PacketAddrs& from) {
@@ -171,7 +176,10 @@ void Engine::on_request(const RocePacket& pkt, const PacketAddrs& from) {
 void Engine::receive_unreliable(const RocePacket& pkt, const PacketAddrs& from, uint32_t qpn) {
   const shm::Peer* owner;
   shm::QpShared* t;
-  if (!find_target(qpn, &owner, &t)) return;
+  if (!find_target(qpn, &owner, &t)) {
+    counters.add_device(kNoQp);
+    return;
+  }
   shm::PeerTable& peers = shm::Host::get()->peers();
   const Destination d = source_of(from);
   const OpcodeInfo* info = opcode_info(pkt.bth.opcode);
@@ -212,8 +220,10 @@ void Engine::receive_unreliable(const RocePacket& pkt, const PacketAddrs& from, 
 void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, uint32_t qpn) {
   const shm::Peer* owner;
   shm::QpShared* t;
-  if (!find_target(qpn, &owner, &t)) return;
-  if (std::memcmp(&from.src, t->dgid.raw, 16) != 0) return;  // not the connected peer
+  if (!find_target(qpn, &owner, &t) || std::memcmp(&from.src, t->dgid.raw, 16) != 0) {
+    counters.add_device(kNoQp);  // no such QP here, or not from its connected peer
+    return;
+  }
   shm::PeerTable& peers = shm::Host::get()->peers();
   auto [it, fresh] = receivers.try_emplace(qpn);
   Receiver& r = it->second;
@@ -227,10 +237,11 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
 
   if (order > 0) {  // a packet is missing: ask for it once
     if (!r.nak_sent) SV_DEBUG("QP %#x: PSN %#x while expecting %#x: sequence NAK", qpn, psn, r.epsn);
-    if (!r.nak_sent) answer(to, peer_qpn, aeth_nak(NakCode::kPsnSequenceError), r.epsn, r.msn);
+    if (!r.nak_sent) answer(qpn, to, peer_qpn, aeth_nak(NakCode::kPsnSequenceError), r.epsn, r.msn);
     r.nak_sent = true;
     return;
   }
+  if (order < 0) counters.add(qpn, kDuplicates);
   if (order < 0 && !read) {  // a duplicate: our answer was lost
     SV_DEBUG("QP %#x: duplicate PSN %#x (expecting %#x)", qpn, psn, r.epsn);
     if (atomic) {
@@ -243,11 +254,11 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
           p.aeth.syndrome = aeth_ack();
           p.aeth.msn = r.msn;
           p.atomic_ack = a.original;
-          transmit(to.src, to.dst, to.traffic_class, p, nullptr, 0);
+          transmit(qpn, to.src, to.dst, to.traffic_class, p, nullptr, 0);
         }
       return;
     }
-    answer(to, peer_qpn, aeth_ack(), psn_add(r.epsn, kMask24), r.msn);  // everything before epsn arrived
+    answer(qpn, to, peer_qpn, aeth_ack(), psn_add(r.epsn, kMask24), r.msn);  // everything before epsn arrived
     return;
   }
   if (order == 0) r.nak_sent = false;
@@ -263,7 +274,7 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
     m.length = len;
     Response resp = respond(peers, *owner, *t, m);
     if (resp.outcome != Outcome::kAck) {
-      if (is_error(resp.outcome)) answer(to, peer_qpn, nak_for(resp.outcome), psn, r.msn);
+      if (is_error(resp.outcome)) answer(qpn, to, peer_qpn, nak_for(resp.outcome), psn, r.msn);
       return;
     }
     const uint32_t n = len == 0 ? 1 : (len + mtu - 1) / mtu;
@@ -282,7 +293,7 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
       p.aeth.syndrome = aeth_ack();
       p.aeth.msn = r.msn;
       const uint32_t off = i * mtu, size = std::min(mtu, len - std::min(len, off));
-      transmit(to.src, to.dst, to.traffic_class, p, data.data() + off, size);
+      transmit(qpn, to.src, to.dst, to.traffic_class, p, data.data() + off, size);
     }
     return;
   }
@@ -295,7 +306,7 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
     m.num_sink = 1;
     Response resp = respond(peers, *owner, *t, m);
     if (resp.outcome != Outcome::kAck) {
-      if (is_error(resp.outcome)) answer(to, peer_qpn, nak_for(resp.outcome), psn, r.msn);
+      if (is_error(resp.outcome)) answer(qpn, to, peer_qpn, nak_for(resp.outcome), psn, r.msn);
       return;
     }
     r.epsn = psn_add(psn, 1);
@@ -309,7 +320,7 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
     p.aeth.syndrome = aeth_ack();
     p.aeth.msn = r.msn;
     p.atomic_ack = original;
-    transmit(to.src, to.dst, to.traffic_class, p, nullptr, 0);
+    transmit(qpn, to.src, to.dst, to.traffic_class, p, nullptr, 0);
     return;
   }
 
@@ -317,7 +328,7 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
   const bool write = info->is(kWrite);
   if (info->starts_message()) {
     if (r.in_message) {  // the previous message never ended
-      answer(to, peer_qpn, aeth_nak(NakCode::kInvalidRequest), psn, r.msn);
+      answer(qpn, to, peer_qpn, aeth_nak(NakCode::kInvalidRequest), psn, r.msn);
       return;
     }
     r.in_message = true;
@@ -325,18 +336,18 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
     r.first = pkt;
     r.bytes.clear();
   } else if (!r.in_message || opcode_info(r.first.bth.opcode)->is(kWrite) != write) {
-    answer(to, peer_qpn, aeth_nak(NakCode::kInvalidRequest), psn, r.msn);
+    answer(qpn, to, peer_qpn, aeth_nak(NakCode::kInvalidRequest), psn, r.msn);
     return;
   }
   if (r.bytes.size() + pkt.payload_len > limits::kMaxMsgSize) {
     r.in_message = false;
-    answer(to, peer_qpn, aeth_nak(NakCode::kInvalidRequest), psn, r.msn);
+    answer(qpn, to, peer_qpn, aeth_nak(NakCode::kInvalidRequest), psn, r.msn);
     return;
   }
   r.bytes.insert(r.bytes.end(), pkt.payload, pkt.payload + pkt.payload_len);
   r.epsn = psn_add(psn, 1);
   if (!info->ends_message()) {
-    if (pkt.bth.ack_req) answer(to, peer_qpn, aeth_ack(), psn, r.msn);
+    if (pkt.bth.ack_req) answer(qpn, to, peer_qpn, aeth_ack(), psn, r.msn);
     return;
   }
   r.in_message = false;
@@ -350,16 +361,16 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
   switch (resp.outcome) {
     case Outcome::kAck:
       r.msn = psn_add(r.msn, 1);
-      answer(to, peer_qpn, aeth_ack(), psn, r.msn);
+      answer(qpn, to, peer_qpn, aeth_ack(), psn, r.msn);
       return;
     case Outcome::kRnr:  // the whole message comes again, from its first PSN
       r.epsn = r.message_psn;
-      answer(to, peer_qpn, aeth_rnr_nak(resp.rnr_timer), r.message_psn, r.msn);
+      answer(qpn, to, peer_qpn, aeth_rnr_nak(resp.rnr_timer), r.message_psn, r.msn);
       return;
     case Outcome::kRemoteAccess:
     case Outcome::kRemoteInvalid:
     case Outcome::kRemoteOperational:
-      answer(to, peer_qpn, nak_for(resp.outcome), psn, r.msn);
+      answer(qpn, to, peer_qpn, nak_for(resp.outcome), psn, r.msn);
       return;
     default:  // the QP cannot take it (not ready, not connected): as if it never came
       r.epsn = r.message_psn;

@@ -98,8 +98,8 @@ size_t packet_size(uint64_t length, uint32_t i, uint32_t mtu) {
 
 }  // namespace
 
-void Engine::transmit(const in6_addr& src, const in6_addr& dst, uint8_t traffic_class, const RocePacket& pkt,
-                      const uint8_t* payload, size_t len) {
+void Engine::transmit(uint32_t local_qpn, const in6_addr& src, const in6_addr& dst, uint8_t traffic_class,
+                      const RocePacket& pkt, const uint8_t* payload, size_t len) {
   if (batch_.size() == kBatch) flush();
   if (batch_bufs_.size() <= batch_.size()) batch_bufs_.emplace_back();
   std::vector<uint8_t>& buf = batch_bufs_[batch_.size()];
@@ -112,13 +112,19 @@ void Engine::transmit(const in6_addr& src, const in6_addr& dst, uint8_t traffic_
   size_t n = build_datagram(a, pkt, payload, len, buf.data());
   if (!n) return;
   batch_.push_back(OutDatagram{src, dst, kRoceUdpPort, traffic_class, buf.data() + kDatagramHeadroom, n});
+  batch_qpns_.push_back(local_qpn);
 }
 
 void Engine::flush() {
   if (batch_.empty()) return;
   if (!g_network_in_use.load(std::memory_order_relaxed)) g_network_in_use.store(true, std::memory_order_relaxed);
   sock.send_many(batch_.data(), batch_.size());
+  for (size_t i = 0; i < batch_.size(); ++i) {
+    counters.add(batch_qpns_[i], kPacketsSent);
+    counters.add(batch_qpns_[i], kBytesSent, batch_[i].len);
+  }
   batch_.clear();
+  batch_qpns_.clear();
 }
 
 Response Engine::send_unreliable(const Message& m) {
@@ -135,7 +141,7 @@ Response Engine::send_unreliable(const Message& m) {
     p.deth.qkey = m.qkey;
     p.deth.src_qp = m.src_qpn;
     p.imm = ntohl(m.imm);
-    transmit(as_in6(m.dst->sgid), as_in6(m.dst->dgid), m.dst->traffic_class, p, data.data(), data.size());
+    transmit(m.src_qpn, as_in6(m.dst->sgid), as_in6(m.dst->dgid), m.dst->traffic_class, p, data.data(), data.size());
     return Response{Outcome::kAck, 0};
   }
   // UC: the whole message at once; nothing comes back.
@@ -147,7 +153,7 @@ Response Engine::send_unreliable(const Message& m) {
       p.bth.se = m.solicited;
       p.imm = ntohl(m.imm);
     }
-    transmit(as_in6(m.dst->sgid), as_in6(m.dst->dgid), m.dst->traffic_class, p, data.data() + packet_offset(i, mtu), packet_size(m.length, i, mtu));
+    transmit(m.src_qpn, as_in6(m.dst->sgid), as_in6(m.dst->dgid), m.dst->traffic_class, p, data.data() + packet_offset(i, mtu), packet_size(m.length, i, mtu));
   }
   s.next_psn = psn_add(s.next_psn, n);
   return Response{Outcome::kAck, 0};
@@ -208,7 +214,7 @@ void Engine::request_read(Outbound& o) {
   p.xrceth.srqn = o.xrc_srqn;
   p.reth = Reth{o.remote_addr + done, o.rkey, static_cast<uint32_t>(o.length - done)};
   p.bth.ack_req = true;
-  transmit(as_in6(o.dst.sgid), as_in6(o.dst.dgid), o.dst.traffic_class, p, nullptr, 0);
+  transmit(o.src_qpn, as_in6(o.dst.sgid), as_in6(o.dst.dgid), o.dst.traffic_class, p, nullptr, 0);
   o.sent = o.npsn;
 }
 
@@ -225,7 +231,7 @@ void Engine::send_packet(Outbound& o, uint32_t i) {
     p.atomic_eth.swap_add = o.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? o.swap : o.compare_add;
     p.atomic_eth.compare = o.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? o.compare_add : 0;
     p.bth.ack_req = true;
-    transmit(src, dst, o.dst.traffic_class, p, nullptr, 0);
+    transmit(o.src_qpn, src, dst, o.dst.traffic_class, p, nullptr, 0);
     return;
   }
   const bool last = i + 1 == o.npsn;
@@ -240,7 +246,7 @@ void Engine::send_packet(Outbound& o, uint32_t i) {
       p.imm = ntohl(o.imm);
   }
   p.bth.ack_req = last || (i + 1) % kAckRequestEvery == 0;
-  transmit(src, dst, o.dst.traffic_class, p, o.data.data() + packet_offset(i, o.mtu), packet_size(o.length, i, o.mtu));
+  transmit(o.src_qpn, src, dst, o.dst.traffic_class, p, o.data.data() + packet_offset(i, o.mtu), packet_size(o.length, i, o.mtu));
 }
 
 // Sends what the window allows, oldest message first: READ and atomic
@@ -270,6 +276,7 @@ void Engine::pump(Sender& s) {
 
 // Everything from packet `index` of message `k` on goes again.
 void Engine::go_back(Sender& s, size_t k, uint32_t index) {
+  if (k < s.out.size()) counters.add(s.out[k].src_qpn, kRetransmits);
   for (size_t j = k; j < s.out.size(); ++j) {
     Outbound& o = s.out[j];
     if (o.asks_data()) {
@@ -329,6 +336,7 @@ void Engine::on_response(const RocePacket& pkt, const PacketAddrs&) {
     if (type == AethType::kNak && static_cast<NakCode>(aeth_value(syn)) == NakCode::kPsnSequenceError) {
       // The responder expects packet i of message k: all before it arrived.
       SV_DEBUG("QP %#x: sequence NAK, resending from PSN %#x", pkt.bth.dest_qp, pkt.bth.psn);
+      counters.add(pkt.bth.dest_qp, kSeqNaksReceived);
       if (!finish_before(s, k)) return;
       restart_timer(s, false);
       return go_back(s, 0, i);
@@ -346,6 +354,7 @@ void Engine::on_response(const RocePacket& pkt, const PacketAddrs&) {
     }
     if (!finish_before(s, k)) return;
     Response r{Outcome::kRemoteInvalid, 0};
+    counters.add(pkt.bth.dest_qp, type == AethType::kRnrNak ? kRnrNaksReceived : kErrorNaksReceived);
     if (type == AethType::kRnrNak) {
       r = Response{Outcome::kRnr, aeth_value(syn)};
     } else if (type == AethType::kNak) {
@@ -398,6 +407,7 @@ void Engine::on_response(const RocePacket& pkt, const PacketAddrs&) {
 void Engine::on_timers(uint64_t now) {
   for (auto& [qpn, s] : senders) {
     if (s.out.empty() || s.deadline_ns > now) continue;
+    counters.add(qpn, kAckTimeouts);
     if (s.timeout != 0) {
       if (s.retry_left == 0) {
         SV_INFO("QP %#x: no ACK for PSN %#x after %u retries", qpn,

@@ -46,6 +46,7 @@ void after_fork_in_child() {
   e.wake_fd = -1;
   e.senders.clear();
   e.receivers.clear();
+  e.counters.drop_in_child();
   e.answers.clear();
   new (&e.mu) std::mutex();
   new (&e.call_mu) std::mutex();
@@ -86,6 +87,7 @@ void handle_datagram(Engine& e, uint8_t* buf, size_t len, const DatagramInfo& in
   a.dst_port = local_port;
   if (!net::datagram_icrc_ok(a, buf, len)) {
     SV_DEBUG("RoCEv2 packet with a bad ICRC dropped");
+    e.counters.add_device(kIcrcErrors);
     return;
   }
   net::RocePacket pkt;
@@ -93,6 +95,8 @@ void handle_datagram(Engine& e, uint8_t* buf, size_t len, const DatagramInfo& in
   const net::OpcodeInfo* info_op = net::opcode_info(pkt.bth.opcode);
   PacketAddrs from{info.src, info.dst, info.traffic_class, info.hop_limit};
   EngineLock g(e);
+  e.counters.add(pkt.bth.dest_qp, kPacketsReceived);
+  e.counters.add(pkt.bth.dest_qp, kBytesReceived, len);
   if (info_op->is(net::kResponse))
     e.on_response(pkt, from);
   else
@@ -178,6 +182,10 @@ void RoceTransport::listen() {
     return;
   }
   e.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  {
+    std::lock_guard g(e.mu);
+    e.counters.open();
+  }
   std::thread(roce::network_thread).detach();
   roce::g_started.store(true, std::memory_order_release);
 }
@@ -218,6 +226,7 @@ void RoceTransport::forget_qp(uint32_t qpn, bool wait) {
   std::lock_guard g(e.mu);
   e.senders.erase(qpn);
   e.receivers.erase(qpn);
+  e.counters.forget(qpn);
 }
 
 }  // namespace sv

@@ -12,7 +12,7 @@ set_tests_properties(e2e_roce_tshark PROPERTIES LABELS e2e TIMEOUT 120 SKIP_RETU
 function(roce_netns_test name)
   add_test(NAME e2e_roce_${name} COMMAND ${CMAKE_CURRENT_LIST_DIR}/roce_netns.sh ${ARGN})
   set_tests_properties(e2e_roce_${name} PROPERTIES LABELS "e2e;roce" TIMEOUT 120 SKIP_RETURN_CODE 77
-                       ENVIRONMENT "LD_LIBRARY_PATH=${PROJECT_BINARY_DIR}/lib")
+                       ENVIRONMENT "LD_LIBRARY_PATH=${PROJECT_BINARY_DIR}/lib;SOFTVERBS_STAT=$<TARGET_FILE:softverbs_stat>")
 endfunction()
 roce_netns_test(rc_pingpong pingpong ibv_rc_pingpong -n 500 -c)
 roce_netns_test(rc_pingpong_64k pingpong ibv_rc_pingpong -n 100 -s 65536 -c)
@@ -35,3 +35,4 @@ roce_netns_test(ib_read_lat_pcap --pcap perftest ib_read_lat -n 50)
 roce_netns_test(ib_atomic_lat_pcap --pcap perftest ib_atomic_lat -n 50)
 roce_netns_test(rc_pingpong_ipv6_pcap --ipv6 --pcap pingpong ibv_rc_pingpong -n 100 -c)
 roce_netns_test(ud_pingpong_ipv6 --ipv6 pingpong ibv_ud_pingpong -n 100 -c)
+roce_netns_test(rc_pingpong_stats --stats --drop-data 3 pingpong ibv_rc_pingpong -n 2000 -s 10000 -c)

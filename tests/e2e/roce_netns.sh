@@ -3,6 +3,9 @@
 # deleted on exit; no traffic leaves them), talking RoCEv2 through
 # softverbs: one of Debian's tools as server in host A and client in host B.
 #   roce_netns.sh [--ipv6] [--netem "SPEC"] [--drop PERCENT] [--drop-data PERCENT] [--pcap] pingpong|perftest TOOL [ARGS...]
+#     --stats   while the tools run, read their counters with softverbs-stat
+#               ($SOFTVERBS_STAT): packets must show, per process and per QP,
+#               and with --drop/--drop-data the recovery (NAKs, retransmits)
 #     --ipv6    RoCE over IPv6 (GIDs fd93::1, fd93::2); the tools still exchange
 #               their QP numbers over IPv4 TCP (Debian's pingpong servers listen on IPv4)
 #     pingpong  ibv_*_pingpong: -g <GID index>; both must report their iterations
@@ -19,7 +22,7 @@
 #               no malformed one, and each ICRC is checked by an independent
 #               computation (Python's zlib)
 set -u
-netem="" drop="" min_len=0 pcap=0 ipv6=0
+netem="" drop="" min_len=0 pcap=0 ipv6=0 stats=0
 while [[ $# -gt 0 && $1 == --* ]]; do
   case $1 in
     --netem) netem=$2; shift 2 ;;
@@ -27,6 +30,7 @@ while [[ $# -gt 0 && $1 == --* ]]; do
     --drop-data) drop=$2; min_len=200; shift 2 ;;
     --pcap) pcap=1; shift ;;
     --ipv6) ipv6=1; shift ;;
+    --stats) stats=1; shift ;;
     *) echo "unknown option $1"; exit 2 ;;
   esac
 done
@@ -89,7 +93,15 @@ flag=-g
 ip netns exec "$a" timeout 60 "$tool" "$flag" "$ga" "$@" >"$work/server" 2>&1 &
 server=$!
 sleep 0.5
-ip netns exec "$b" timeout 60 "$tool" "$flag" "$gb" "$@" "$addr_a" >"$work/client" 2>&1
+ip netns exec "$b" timeout 60 "$tool" "$flag" "$gb" "$@" "$addr_a" >"$work/client" 2>&1 &
+client=$!
+if ((stats)); then  # sample the counters until the client is done; keep the last sample with QPs
+  while kill -0 "$client" 2>/dev/null; do
+    "$SOFTVERBS_STAT" >"$work/stat.now" 2>&1 && grep -q "QP 0x" "$work/stat.now" && cp "$work/stat.now" "$work/stat"
+    sleep 0.05
+  done
+fi
+wait "$client"
 client_rc=$?
 wait "$server"
 server_rc=$?
@@ -105,6 +117,16 @@ if [[ -n $drop ]]; then
   for ns in "$a" "$b"; do
     echo "$ns dropped: $(ip netns exec "$ns" nft list chain inet loss out | grep -o 'packets [0-9]*')"
   done
+fi
+
+if ((stats)); then
+  [[ -s $work/stat ]] || { echo "softverbs-stat never showed a QP"; cat "$work/stat.now"; exit 1; }
+  cat "$work/stat"
+  grep -q "device .*packets_sent [1-9]" "$work/stat" && grep -q "QP 0x.*packets_received [1-9]" "$work/stat" ||
+    { echo "no packets counted"; exit 1; }
+  if [[ -n $drop ]] && ! grep -Eq "(seq_naks_sent|ack_timeouts|retransmits) [1-9]" "$work/stat"; then
+    echo "packets were dropped but no recovery was counted"; exit 1
+  fi
 fi
 
 if ((pcap)); then

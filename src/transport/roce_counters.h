@@ -1,0 +1,81 @@
+// What the RoCEv2 engine counts, per process and per QP: packets and bytes
+// each way, retransmissions, ACK timeouts, NAKs of each kind sent and
+// received, duplicates, ICRC errors, packets for no QP. The counters live in
+// a small shared file, /dev/shm/softverbs-net.<uid>.<pid>, that a
+// command-line tool (softverbs-stat, tools/softverbs_stat.cpp) reads while
+// the process runs, as `rdma statistic` reads a NIC's; the file goes away
+// when the process exits.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+namespace sv::roce {
+
+enum Counter : uint32_t {
+  kPacketsSent,
+  kPacketsReceived,
+  kBytesSent,
+  kBytesReceived,
+  kRetransmits,       // go-back-N restarts (after a sequence NAK or a timeout)
+  kAckTimeouts,
+  kSeqNaksSent,
+  kSeqNaksReceived,
+  kRnrNaksSent,
+  kRnrNaksReceived,
+  kErrorNaksSent,     // invalid request, remote access, remote operational
+  kErrorNaksReceived,
+  kDuplicates,        // requests that arrived again (answered from the past)
+  kIcrcErrors,        // dropped: corrupted in flight
+  kNoQp,              // dropped: for no QP of this host, or not from its peer
+  kCounterCount
+};
+const char* counter_name(uint32_t c);
+
+struct CounterBlock {
+  std::atomic<uint64_t> v[kCounterCount];
+};
+
+inline constexpr uint32_t kStatsMagic = 0x53565354;  // "SVST"
+inline constexpr uint32_t kStatsVersion = 1;
+inline constexpr uint32_t kStatsQps = 256;  // QPs counted one by one; the rest only in the device total
+
+struct StatsQp {
+  std::atomic<uint32_t> qpn;  // 0: free slot
+  uint32_t reserved;
+  CounterBlock c;
+};
+
+struct StatsFile {
+  uint32_t magic;
+  uint32_t version;
+  uint32_t pid;
+  uint32_t counters;  // kCounterCount when written
+  CounterBlock device;
+  StatsQp qps[kStatsQps];
+};
+
+std::string stats_path(uid_t uid, pid_t pid);
+
+// The engine's side. Calls come under the engine's mu, except add_device.
+class Counters {
+ public:
+  void open();           // creates this process's file (once the engine starts); gone at exit
+  void drop_in_child();  // a fork()ed child forgets its parent's file
+  void add(uint32_t qpn, Counter c, uint64_t n = 1);
+  void add_device(Counter c, uint64_t n = 1);
+  void forget(uint32_t qpn);
+
+ private:
+  StatsQp* slot(uint32_t qpn);
+
+  StatsFile* file_ = nullptr;
+  std::string path_;
+  std::unordered_map<uint32_t, StatsQp*> slots_;
+};
+
+}  // namespace sv::roce
