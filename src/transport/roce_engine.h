@@ -56,6 +56,7 @@ struct Outbound {
   uint32_t first_psn = 0, npsn = 1;  // PSNs [first_psn, first_psn + npsn)
   uint32_t sent = 0;   // packets (READ, atomics: all, once the request went) sent so far, from the first
   uint32_t acked = 0;  // packets acknowledged (READ: responses received in order)
+  uint64_t sent_ns = 0;  // when its first packet left (for the round-trip estimate)
 
   bool asks_data() const;  // READ or atomic: answered with data, not a plain ACK
   uint32_t in_flight() const { return asks_data() ? 0 : sent - acked; }
@@ -71,6 +72,11 @@ struct Sender {
   uint32_t retry_left = 0;
   uint8_t timeout = 0;  // the QP's timeout attribute (0: no limit)
   uint32_t retry_cnt = 0;
+  // Tail-loss probe: when the wire goes quiet for a few round trips, the
+  // last packet goes again (a lost last packet draws no NAK; the ACK timer
+  // is typically tens of milliseconds). One probe per ACK timeout period.
+  uint64_t probe_ns = 0;
+  uint64_t srtt_ns = 0;  // smoothed round trip, from messages' first packet to their ACK
 };
 
 struct AtomicReplay {
@@ -136,7 +142,8 @@ class Engine {
 
  private:
   void pump(Sender& s);
-  void send_packet(Outbound& o, uint32_t index);
+  void send_packet(Outbound& o, uint32_t index, bool ack_req = false);
+  void probe(Sender& s);
   void request_read(Outbound& o);
   void finish_front(Sender& s, Response r);
   void drop_after_front(Sender& s);

@@ -24,6 +24,8 @@ namespace {
 using namespace net;
 
 constexpr uint64_t kForeverRetryNs = 100'000'000;  // timeout 0: no limit, but lost packets still go again
+constexpr uint64_t kFirstRttGuessNs = 250'000;      // before any round trip was measured
+constexpr uint64_t kMinProbeNs = 200'000;
 
 uint8_t transport_base(ibv_qp_type t) {
   switch (t) {
@@ -204,7 +206,10 @@ Response Engine::start_reliable(const Message& m) {
 }
 
 void Engine::restart_timer(Sender& s, bool progress) {
-  s.deadline_ns = monotonic_ns() + (s.timeout ? ack_timeout_ns(s.timeout) : kForeverRetryNs);
+  const uint64_t now = monotonic_ns(), period = s.timeout ? ack_timeout_ns(s.timeout) : kForeverRetryNs;
+  s.deadline_ns = now + period;
+  const uint64_t rtt = s.srtt_ns ? s.srtt_ns : kFirstRttGuessNs;
+  s.probe_ns = period / 2 > kMinProbeNs ? now + std::clamp<uint64_t>(4 * rtt, kMinProbeNs, period / 2) : 0;
   if (progress) s.retry_left = s.retry_cnt;
 }
 
@@ -218,7 +223,7 @@ void Engine::request_read(Outbound& o) {
   o.sent = o.npsn;
 }
 
-void Engine::send_packet(Outbound& o, uint32_t i) {
+void Engine::send_packet(Outbound& o, uint32_t i, bool ack_req) {
   const uint8_t base = transport_base(o.type);
   const in6_addr& src = as_in6(o.dst.sgid);
   const in6_addr& dst = as_in6(o.dst.dgid);
@@ -245,7 +250,7 @@ void Engine::send_packet(Outbound& o, uint32_t i) {
     else
       p.imm = ntohl(o.imm);
   }
-  p.bth.ack_req = last || (i + 1) % kAckRequestEvery == 0;
+  p.bth.ack_req = ack_req || last || (i + 1) % kAckRequestEvery == 0;
   transmit(o.src_qpn, src, dst, o.dst.traffic_class, p, o.data.data() + packet_offset(i, o.mtu), packet_size(o.length, i, o.mtu));
 }
 
@@ -256,6 +261,7 @@ void Engine::pump(Sender& s) {
   uint32_t in_flight = 0;
   for (const Outbound& o : s.out) in_flight += o.in_flight();
   for (Outbound& o : s.out) {
+    if (!o.sent_ns && o.sent == 0) o.sent_ns = monotonic_ns();
     if (o.asks_data()) {
       if (o.sent == 0) {
         if (o.opcode == IBV_WR_RDMA_READ)
@@ -291,6 +297,10 @@ void Engine::go_back(Sender& s, size_t k, uint32_t index) {
 
 void Engine::finish_front(Sender& s, Response r) {
   Outbound& o = s.out.front();
+  if (r.outcome == Outcome::kAck && o.sent_ns) {
+    const uint64_t sample = monotonic_ns() - o.sent_ns;
+    s.srtt_ns = s.srtt_ns ? (7 * s.srtt_ns + sample) / 8 : sample;
+  }
   answers.push_back(Answer{o.qp, o.src_qpn, o.pos, r});
   s.out.pop_front();
   restart_timer(s, true);
@@ -404,8 +414,26 @@ void Engine::on_response(const RocePacket& pkt, const PacketAddrs&) {
   }
 }
 
+// Sends the newest packet on the wire again, asking for an ACK: if it was
+// lost it now arrives, if not the responder answers the duplicate; either
+// way an answer comes back within a round trip.
+void Engine::probe(Sender& s) {
+  s.probe_ns = 0;
+  for (size_t j = s.out.size(); j-- > 0;) {
+    Outbound& o = s.out[j];
+    if (o.sent == 0) continue;
+    counters.add(o.src_qpn, kRetransmits);
+    if (o.opcode == IBV_WR_RDMA_READ)
+      request_read(o);
+    else
+      send_packet(o, o.asks_data() ? 0 : o.sent - 1, true);
+    return;
+  }
+}
+
 void Engine::on_timers(uint64_t now) {
   for (auto& [qpn, s] : senders) {
+    if (!s.out.empty() && s.probe_ns && s.probe_ns <= now && s.deadline_ns > now) probe(s);
     if (s.out.empty() || s.deadline_ns > now) continue;
     counters.add(qpn, kAckTimeouts);
     if (s.timeout != 0) {
@@ -428,7 +456,10 @@ void Engine::on_timers(uint64_t now) {
 uint64_t Engine::next_deadline() const {
   uint64_t best = 0;
   for (const auto& [qpn, s] : senders)
-    if (!s.out.empty() && (best == 0 || s.deadline_ns < best)) best = s.deadline_ns;
+    if (!s.out.empty()) {
+      const uint64_t d = s.probe_ns && s.probe_ns < s.deadline_ns ? s.probe_ns : s.deadline_ns;
+      if (best == 0 || d < best) best = d;
+    }
   return best;
 }
 
