@@ -19,6 +19,7 @@
 #include "core/pd.h"
 #include "net/roce_header.h"
 #include "transport/roce_counters.h"
+#include "transport/roce_forward.h"
 #include "transport/roce_socket.h"
 
 namespace sv {
@@ -116,6 +117,8 @@ struct PacketAddrs {
 class Engine {
  public:
   RoceSocket sock;
+  Forwarder fwd;      // packets for this process, from the port owner
+  uint32_t slot = 0;  // our registry slot: the QPNs of our QPs carry it
   std::mutex mu;
   std::mutex call_mu;
   std::unordered_map<uint32_t, Sender> senders;      // by local QPN

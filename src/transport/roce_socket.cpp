@@ -24,6 +24,11 @@ void set_int(int fd, int level, int name, int value) { setsockopt(fd, level, nam
 int bound_socket(int family, uint16_t port) {
   int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -1;
+  // Every process of the user binds the RoCE port together: the kernel
+  // gives each flow to one of them (by a hash of the addresses), which
+  // forwards what is for another process (roce_forward.h). When one exits,
+  // its flows move to another at once.
+  if (port) set_int(fd, SOL_SOCKET, SO_REUSEPORT, 1);
   sockaddr_storage ss{};
   socklen_t len;
   if (family == AF_INET) {
@@ -141,7 +146,7 @@ bool RoceSocket::open() {
   fd4_ = bound_socket(AF_INET, net::kRoceUdpPort);
   owns_port_ = fd4_ >= 0;
   if (fd4_ < 0) {
-    SV_INFO("UDP port %u is taken in this network namespace: this process sends RoCEv2 but cannot receive it",
+    SV_INFO("another process owns UDP port %u in this network namespace: it forwards this process's packets",
             net::kRoceUdpPort);
     fd4_ = bound_socket(AF_INET, 0);
   }
@@ -150,6 +155,23 @@ bool RoceSocket::open() {
   port4_ = local_port(fd4_);
   port6_ = local_port(fd6_);
   return fd4_ >= 0 || fd6_ >= 0;
+}
+
+bool RoceSocket::try_own() {
+  if (owns_port_) return true;
+  int f4 = bound_socket(AF_INET, net::kRoceUdpPort);
+  if (f4 < 0) return false;
+  int f6 = bound_socket(AF_INET6, net::kRoceUdpPort);
+  if (f6 < 0) f6 = bound_socket(AF_INET6, 0);
+  if (fd4_ >= 0) ::close(fd4_);
+  if (fd6_ >= 0) ::close(fd6_);
+  fd4_ = f4;
+  fd6_ = f6;
+  port4_ = local_port(fd4_);
+  port6_ = local_port(fd6_);
+  owns_port_ = true;
+  SV_INFO("this process now owns UDP port %u in its network namespace", net::kRoceUdpPort);
+  return true;
 }
 
 void RoceSocket::close() {

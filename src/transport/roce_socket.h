@@ -47,6 +47,8 @@ class RoceSocket {
   // when not even an ephemeral socket could be had.
   bool open();
   void close();
+  // Binds the RoCE port if its owner is gone (transport/roce_forward.h).
+  bool try_own();
   bool owns_roce_port() const { return owns_port_; }
   // This process's UDP source port for `dst`'s family.
   uint16_t source_port(const in6_addr& dst) const;

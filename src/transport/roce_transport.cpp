@@ -15,6 +15,8 @@
 #include "net/roce_datagram.h"
 #include "net/roce_frame.h"
 #include "net/roce_opcode.h"
+#include "shm/host.h"
+#include "shm/layout.h"
 #include "transport/roce_engine.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -42,6 +44,7 @@ struct ReceiveSlots {
 void after_fork_in_child() {
   Engine& e = engine();
   e.sock.close();
+  e.fwd.close();
   if (e.wake_fd >= 0) close(e.wake_fd);
   e.wake_fd = -1;
   e.senders.clear();
@@ -79,19 +82,30 @@ void run_answers(Engine& e) {
   }
 }
 
-void handle_datagram(Engine& e, uint8_t* buf, size_t len, const DatagramInfo& info, uint16_t local_port) {
+// One datagram that arrived on UDP port `local_port` (at buf +
+// kDatagramHeadroom, `len` bytes). The port owner checks the ICRC and hands
+// packets for other processes' QPs on (roce_forward.h); `forwarded` ones
+// were checked by it.
+void handle_datagram(Engine& e, uint8_t* buf, size_t len, const DatagramInfo& info, uint16_t local_port,
+                     bool forwarded) {
   net::DatagramAddrs a;
   a.src_ip = info.src;
   a.dst_ip = info.dst;
   a.src_port = info.src_port;
   a.dst_port = local_port;
-  if (!net::datagram_icrc_ok(a, buf, len)) {
+  if (!forwarded && !net::datagram_icrc_ok(a, buf, len)) {
     SV_DEBUG("RoCEv2 packet with a bad ICRC dropped");
     e.counters.add_device(kIcrcErrors);
     return;
   }
   net::RocePacket pkt;
-  if (!net::decode(buf + net::kDatagramHeadroom, len - net::kIcrcBytes, &pkt)) return;
+  if (len < net::kIcrcBytes || !net::decode(buf + net::kDatagramHeadroom, len - net::kIcrcBytes, &pkt)) return;
+  const uint32_t owner = shm::qpn_slot(pkt.bth.dest_qp);
+  if (owner != e.slot) {
+    if (forwarded || !e.fwd.forward(owner, info, local_port, buf + net::kDatagramHeadroom, len))
+      e.counters.add_device(kNoQp);
+    return;
+  }
   const net::OpcodeInfo* info_op = net::opcode_info(pkt.bth.opcode);
   PacketAddrs from{info.src, info.dst, info.traffic_class, info.hop_limit};
   EngineLock g(e);
@@ -117,18 +131,28 @@ void drain(Engine& e, ReceiveSlots& slots, int budget) {
     for (int left = budget; left > 0;) {
       int got = e.sock.receive_many(fds[i], payloads, kSlotBytes, std::min(left, kSlots), lens, infos);
       for (int s = 0; s < got; ++s)
-        if (lens[s] >= 0) handle_datagram(e, slots.at(s), static_cast<size_t>(lens[s]), infos[s], local_port);
+        if (lens[s] >= 0) handle_datagram(e, slots.at(s), static_cast<size_t>(lens[s]), infos[s], local_port, false);
       run_answers(e);
       if (got < kSlots) break;
       left -= got;
     }
   }
+  DatagramInfo info;
+  uint16_t port;
+  for (int k = 0; k < budget; ++k) {
+    ssize_t n = e.fwd.receive(payloads[0], kSlotBytes, &info, &port);
+    if (n < 0) break;
+    handle_datagram(e, slots.at(0), static_cast<size_t>(n), info, port, true);
+    if (k % 16 == 15) run_answers(e);
+  }
+  run_answers(e);
 }
 
 void network_thread() {
   pthread_setname_np(pthread_self(), "softverbs-net");
   Engine& e = engine();
   ReceiveSlots slots;
+  uint64_t next_try_ns = 0;  // when a process without the RoCE port tries to bind it again
   for (;;) {
     int timeout_ms = -1;
     {
@@ -138,13 +162,23 @@ void network_thread() {
         timeout_ms = d <= now ? 0 : static_cast<int>((d - now + 999'999) / 1'000'000);
       }
     }
-    pollfd fds[3] = {{e.sock.fd4(), POLLIN, 0}, {e.sock.fd6(), POLLIN, 0}, {e.wake_fd, POLLIN, 0}};
-    if (poll(fds, 3, timeout_ms) < 0 && errno != EINTR) return;
-    if (fds[2].revents & POLLIN) {
+    // Without the port, look for it again every second: its owner may be gone.
+    const bool owner = e.sock.owns_roce_port();
+    if (!owner && (timeout_ms < 0 || timeout_ms > 1000)) timeout_ms = 1000;
+    pollfd fds[4] = {{e.sock.fd4(), POLLIN, 0}, {e.sock.fd6(), POLLIN, 0}, {e.fwd.fd(), POLLIN, 0},
+                     {e.wake_fd, POLLIN, 0}};
+    if (poll(fds, 4, timeout_ms) < 0 && errno != EINTR) return;
+    if (fds[3].revents & POLLIN) {
       uint64_t v;
       (void)!read(e.wake_fd, &v, sizeof v);
     }
-    if ((fds[0].revents | fds[1].revents) & POLLIN) {
+    if (!owner && monotonic_ns() >= next_try_ns) {
+      next_try_ns = monotonic_ns() + 1'000'000'000;
+      std::lock_guard rx(g_rx_mu);
+      EngineLock g(e);
+      e.sock.try_own();
+    }
+    if ((fds[0].revents | fds[1].revents | fds[2].revents) & POLLIN) {
       std::lock_guard rx(g_rx_mu);
       drain(e, slots, 256);  // bounded, so timers get their turn
     }
@@ -182,6 +216,8 @@ void RoceTransport::listen() {
     return;
   }
   e.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  e.slot = shm::Host::get()->slot();
+  if (!e.fwd.open(e.slot)) SV_WARN("no RoCEv2 forwarding socket: %s", strerror(errno));
   {
     std::lock_guard g(e.mu);
     e.counters.open();

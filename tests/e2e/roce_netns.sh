@@ -6,6 +6,7 @@
 #     --stats   while the tools run, read their counters with softverbs-stat
 #               ($SOFTVERBS_STAT): packets must show, per process and per QP,
 #               and with --drop/--drop-data the recovery (NAKs, retransmits)
+#     --pairs N N server/client pairs at once (several processes per host)
 #     --ipv6    RoCE over IPv6 (GIDs fd93::1, fd93::2); the tools still exchange
 #               their QP numbers over IPv4 TCP (Debian's pingpong servers listen on IPv4)
 #     pingpong  ibv_*_pingpong: -g <GID index>; both must report their iterations
@@ -22,7 +23,7 @@
 #               no malformed one, and each ICRC is checked by an independent
 #               computation (Python's zlib)
 set -u
-netem="" drop="" min_len=0 pcap=0 ipv6=0 stats=0
+netem="" drop="" min_len=0 pcap=0 ipv6=0 stats=0 pairs=1
 while [[ $# -gt 0 && $1 == --* ]]; do
   case $1 in
     --netem) netem=$2; shift 2 ;;
@@ -31,6 +32,7 @@ while [[ $# -gt 0 && $1 == --* ]]; do
     --pcap) pcap=1; shift ;;
     --ipv6) ipv6=1; shift ;;
     --stats) stats=1; shift ;;
+    --pairs) pairs=$2; shift 2 ;;
     *) echo "unknown option $1"; exit 2 ;;
   esac
 done
@@ -90,29 +92,44 @@ fi
 
 flag=-g
 [[ $kind == perftest ]] && flag=-x
-ip netns exec "$a" timeout 60 "$tool" "$flag" "$ga" "$@" >"$work/server" 2>&1 &
-server=$!
+# Each pair has its own TCP port for the tools' own exchange; with several,
+# several processes of each host share the RoCE port (roce_forward.h).
+declare -a servers clients
+for ((p = 0; p < pairs; p++)); do
+  ip netns exec "$a" timeout 60 "$tool" "$flag" "$ga" -p $((18515 + p)) "$@" >"$work/server.$p" 2>&1 &
+  servers[p]=$!
+done
 sleep 0.5
-ip netns exec "$b" timeout 60 "$tool" "$flag" "$gb" "$@" "$addr_a" >"$work/client" 2>&1 &
-client=$!
-if ((stats)); then  # sample the counters until the client is done; keep the last sample with QPs
-  while kill -0 "$client" 2>/dev/null; do
+for ((p = 0; p < pairs; p++)); do
+  ip netns exec "$b" timeout 60 "$tool" "$flag" "$gb" -p $((18515 + p)) "$@" "$addr_a" >"$work/client.$p" 2>&1 &
+  clients[p]=$!
+done
+if ((stats)); then  # sample the counters until the clients are done; keep the last sample with QPs
+  while kill -0 "${clients[@]}" 2>/dev/null; do
     "$SOFTVERBS_STAT" >"$work/stat.now" 2>&1 && grep -q "QP 0x" "$work/stat.now" && cp "$work/stat.now" "$work/stat"
     sleep 0.05
   done
 fi
-wait "$client"
-client_rc=$?
-wait "$server"
-server_rc=$?
-show() { echo "--- server ($server_rc)"; cat "$work/server"; echo "--- client ($client_rc)"; cat "$work/client"; }
-if ((client_rc || server_rc)); then show; exit 1; fi
-if [[ $kind == pingpong ]]; then
-  grep -q "iters in" "$work/client" && grep -q "iters in" "$work/server" || { show; exit 1; }
-else
-  grep -q "^ *#bytes" "$work/client" || { show; exit 1; }
-fi
-show | grep -E "iters in|^ *[0-9]+ +[0-9]+ " | head -4
+failed=0
+for ((p = 0; p < pairs; p++)); do
+  wait "${clients[p]}"; client_rc=$?
+  wait "${servers[p]}"; server_rc=$?
+  ok=1
+  ((client_rc || server_rc)) && ok=0
+  if [[ $kind == pingpong ]]; then
+    grep -q "iters in" "$work/client.$p" && grep -q "iters in" "$work/server.$p" || ok=0
+  else
+    grep -q "^ *#bytes" "$work/client.$p" || ok=0
+  fi
+  if ((!ok)); then
+    echo "--- pair $p: server ($server_rc)"; cat "$work/server.$p"
+    echo "--- pair $p: client ($client_rc)"; cat "$work/client.$p"
+    failed=1
+  else
+    cat "$work/server.$p" "$work/client.$p" | grep -E "iters in|^ *[0-9]+ +[0-9]+ " | head -2
+  fi
+done
+((failed)) && exit 1
 if [[ -n $drop ]]; then
   for ns in "$a" "$b"; do
     echo "$ns dropped: $(ip netns exec "$ns" nft list chain inet loss out | grep -o 'packets [0-9]*')"

@@ -1,0 +1,90 @@
+#include "transport/roce_forward.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace sv {
+namespace {
+
+// What the owner saw of the datagram, ahead of its bytes.
+struct ForwardHeader {
+  in6_addr src, dst;
+  uint16_t src_port, dst_port;
+  uint8_t traffic_class, hop_limit;
+  uint8_t reserved[2];
+};
+
+// The abstract socket name of the process of registry slot `slot`, as
+// cm_address.cpp names the CM's: per domain, in the network namespace.
+socklen_t address_of(uint32_t slot, sockaddr_un* a) {
+  const char* d = std::getenv("SOFTVERBS_DOMAIN");
+  std::string domain = d && *d ? d : "uid" + std::to_string(getuid());
+  std::string name = "softverbs-" + domain + "-roce-" + std::to_string(slot);
+  *a = sockaddr_un{};
+  a->sun_family = AF_UNIX;
+  size_t n = std::min(name.size(), sizeof a->sun_path - 1);
+  std::memcpy(a->sun_path + 1, name.data(), n);  // sun_path[0] = 0: abstract
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+}
+
+}  // namespace
+
+bool Forwarder::open(uint32_t slot) {
+  fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd_ < 0) return false;
+  sockaddr_un a;
+  socklen_t len = address_of(slot, &a);
+  int size = 4 << 20;
+  setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+  if (bind(fd_, reinterpret_cast<sockaddr*>(&a), len) != 0) {
+    ::close(fd_);
+    fd_ = -1;
+    return false;
+  }
+  return true;
+}
+
+void Forwarder::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+bool Forwarder::forward(uint32_t slot, const DatagramInfo& info, uint16_t dst_port, const uint8_t* data,
+                        size_t len) {
+  if (fd_ < 0) return false;
+  ForwardHeader h{info.src, info.dst, info.src_port, dst_port, info.traffic_class, info.hop_limit, {}};
+  sockaddr_un a;
+  socklen_t alen = address_of(slot, &a);
+  iovec iov[2] = {{&h, sizeof h}, {const_cast<uint8_t*>(data), len}};
+  msghdr msg{};
+  msg.msg_name = &a;
+  msg.msg_namelen = alen;
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
+  return sendmsg(fd_, &msg, MSG_DONTWAIT) == static_cast<ssize_t>(sizeof h + len);
+}
+
+ssize_t Forwarder::receive(uint8_t* buf, size_t cap, DatagramInfo* info, uint16_t* dst_port) {
+  if (fd_ < 0) return -1;
+  ForwardHeader h;
+  iovec iov[2] = {{&h, sizeof h}, {buf, cap}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
+  ssize_t n = recvmsg(fd_, &msg, MSG_DONTWAIT);
+  if (n < static_cast<ssize_t>(sizeof h) || (msg.msg_flags & MSG_TRUNC)) return -1;
+  info->src = h.src;
+  info->dst = h.dst;
+  info->src_port = h.src_port;
+  info->traffic_class = h.traffic_class;
+  info->hop_limit = h.hop_limit;
+  *dst_port = h.dst_port;
+  return n - static_cast<ssize_t>(sizeof h);
+}
+
+}  // namespace sv

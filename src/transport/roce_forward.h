@@ -1,0 +1,48 @@
+// Several processes of one network namespace sharing UDP port 4791. They
+// all bind it with SO_REUSEPORT, and the kernel hands each flow (by a hash of
+// its addresses and ports) to one of them; without root it cannot steer by
+// QPN (that would take an eBPF program). So the process that receives a
+// packet for a QP of another process (the QPN's registry slot names the
+// process) hands it to that process's forwarding socket: an abstract unix
+// datagram socket "softverbs-<domain>-roce-<slot>", which, like the port,
+// belongs to the network namespace. When a process exits, its flows move
+// to another at once. Should the port be held by something that does not
+// share it, a process sends from an ephemeral port and tries to bind 4791
+// again every second (RoceSocket::try_own).
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "transport/roce_socket.h"
+
+namespace sv {
+
+class Forwarder {
+ public:
+  Forwarder() = default;
+  Forwarder(const Forwarder&) = delete;
+  Forwarder& operator=(const Forwarder&) = delete;
+  ~Forwarder() { close(); }
+
+  // Binds this process's forwarding socket (registry slot `slot`).
+  bool open(uint32_t slot);
+  void close();
+  int fd() const { return fd_; }
+
+  // Hands a datagram that arrived on port `dst_port` to the process of
+  // registry slot `slot`; false when that process is gone.
+  bool forward(uint32_t slot, const DatagramInfo& info, uint16_t dst_port, const uint8_t* data, size_t len);
+  // Receives one forwarded datagram without blocking (into `buf`, `cap`
+  // bytes): its length, or -1 when none waits.
+  ssize_t receive(uint8_t* buf, size_t cap, DatagramInfo* info, uint16_t* dst_port);
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace sv
