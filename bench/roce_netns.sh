@@ -36,7 +36,7 @@ write_lat() { perftest ib_write_lat -s 8 -n 20000 | awk '{print $5}'; }         
 iperf() {
   ip netns exec "$a" iperf3 -s -1 >/dev/null 2>&1 &
   sleep 0.5
-  ip netns exec "$b" iperf3 -c 10.95.0.1 -t 5 -J | python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 8e6)'
+  ip netns exec "$b" iperf3 -c 10.95.0.1 -t 5 -J | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 8e6, 2))'
   wait
 }
 udp_lat() {
@@ -50,7 +50,12 @@ loss() {
   for ns in "$a" "$b"; do
     if [ "$1" = on ]; then
       ip netns exec "$ns" nft -f - <<NFT
-table inet loss { chain out { type filter hook output priority 0; udp dport 4791 numgen random mod 100 < 3 drop; } }
+table inet loss {
+  chain out {
+    type filter hook output priority 0;
+    udp dport 4791 numgen random mod 100 < 3 drop
+  }
+}
 NFT
     else
       ip netns exec "$ns" nft delete table inet loss
@@ -69,7 +74,10 @@ for r in $(seq "$rounds"); do
   echo "round $r: ib_write_bw ${bw} MB/s, iperf3 ${tcp} MB/s; ib_write_lat ${lat} us, qperf udp_lat ${udp} us; with 3% loss ${lossy} MB/s" >&2
   rows+=("$bw $tcp $lat $udp $lossy")
 done
-col() { for row in "${rows[@]}"; do set -- $row; eval echo "\$$1"; done | median; }
+col() {  # the median of column $1 of the rounds
+  local i=$1 row
+  for row in "${rows[@]}"; do echo "$row" | awk -v i="$i" '{print $i}'; done | median
+}
 med() { printf '%s\n' "$@" | median; }
 echo "| measure | softverbs | peer | ratio (median of rounds) | per round | target | met |"
 echo "|---|---|---|---|---|---|---|"
