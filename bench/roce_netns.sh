@@ -7,10 +7,13 @@
 #   ib_write_bw -s 1048576, 3% loss   vs  the same without loss
 # Loss: an nftables rule drops 3% of each host's UDP 4791 packets at random.
 # Prints a Markdown table (medians of the per-round ratios) to stdout.
-#   bench/roce_netns.sh [BUILD_DIR] [ROUNDS]
+#   bench/roce_netns.sh [BUILD_DIR] [ROUNDS] [LINK_MTU]
+# LINK_MTU (default 1500) is the veth's MTU for both sides (9000: jumbo
+# frames, RoCE path MTU 4096 as RoCE networks are usually run).
 set -u
 build=${1:-build}
 rounds=${2:-3}
+mtu=${3:-1500}
 export LD_LIBRARY_PATH=$(cd "$build/lib" && pwd)
 a=bnA$$ b=bnB$$ va=bna$$ vb=bnb$$
 cleanup() { ip netns del "$a" 2>/dev/null; ip netns del "$b" 2>/dev/null; }
@@ -20,7 +23,7 @@ ip link add "$va" type veth peer name "$vb"
 ip link set "$va" netns "$a"; ip link set "$vb" netns "$b"
 ip -n "$a" addr add 10.95.0.1/24 dev "$va"; ip -n "$b" addr add 10.95.0.2/24 dev "$vb"
 for ns in "$a" "$b"; do ip -n "$ns" link set lo up; done
-ip -n "$a" link set "$va" up; ip -n "$b" link set "$vb" up
+ip -n "$a" link set "$va" mtu "$mtu" up; ip -n "$b" link set "$vb" mtu "$mtu" up
 gid_of() { ip netns exec "$1" ibv_devinfo -v | sed -nE "s/^[[:space:]]*GID\[ *([0-9]+)\]:[[:space:]]+::ffff:${2//./\\.},.*/\1/p" | head -1; }
 ga=$(gid_of "$a" 10.95.0.1) gb=$(gid_of "$b" 10.95.0.2)
 

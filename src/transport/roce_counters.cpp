@@ -1,10 +1,14 @@
 #include "transport/roce_counters.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include "util/log.h"
 
@@ -23,8 +27,28 @@ std::string stats_path(uid_t uid, pid_t pid) {
   return "/dev/shm/softverbs-net." + std::to_string(uid) + "." + std::to_string(pid);
 }
 
+namespace {
+
+// Files of processes that died without exiting (killed): removed by the next
+// process that opens its own, so /dev/shm does not fill up.
+void remove_stale_files() {
+  const std::string prefix = "softverbs-net." + std::to_string(geteuid()) + ".";
+  DIR* d = opendir("/dev/shm");
+  if (!d) return;
+  while (dirent* e = readdir(d)) {
+    if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) != 0) continue;
+    long pid = std::strtol(e->d_name + prefix.size(), nullptr, 10);
+    if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+      unlink((std::string("/dev/shm/") + e->d_name).c_str());
+  }
+  closedir(d);
+}
+
+}  // namespace
+
 void Counters::open() {
   if (file_) return;
+  remove_stale_files();
   path_ = stats_path(geteuid(), getpid());
   int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0 || ftruncate(fd, sizeof(StatsFile)) != 0) {

@@ -1,6 +1,7 @@
 #include "transport/roce_forward.h"
 
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -35,6 +36,13 @@ socklen_t address_of(uint32_t slot, sockaddr_un* a) {
 }  // namespace
 
 bool Forwarder::open(uint32_t slot) {
+  // A unix datagram queue holds only net.unix.max_dgram_qlen (10) datagrams:
+  // a burst waits a little for the receiver rather than being lost, but
+  // never long (a stopped process must not stall everyone's packets).
+  send_fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (send_fd_ < 0) return false;
+  timeval wait{0, 20'000};
+  setsockopt(send_fd_, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof wait);
   fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd_ < 0) return false;
   sockaddr_un a;
@@ -51,12 +59,13 @@ bool Forwarder::open(uint32_t slot) {
 
 void Forwarder::close() {
   if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
+  if (send_fd_ >= 0) ::close(send_fd_);
+  fd_ = send_fd_ = -1;
 }
 
 bool Forwarder::forward(uint32_t slot, const DatagramInfo& info, uint16_t dst_port, const uint8_t* data,
                         size_t len) {
-  if (fd_ < 0) return false;
+  if (send_fd_ < 0) return false;
   ForwardHeader h{info.src, info.dst, info.src_port, dst_port, info.traffic_class, info.hop_limit, {}};
   sockaddr_un a;
   socklen_t alen = address_of(slot, &a);
@@ -66,7 +75,12 @@ bool Forwarder::forward(uint32_t slot, const DatagramInfo& info, uint16_t dst_po
   msg.msg_namelen = alen;
   msg.msg_iov = iov;
   msg.msg_iovlen = 2;
-  return sendmsg(fd_, &msg, MSG_DONTWAIT) == static_cast<ssize_t>(sizeof h + len);
+  for (;;) {
+    ssize_t n = sendmsg(send_fd_, &msg, 0);
+    if (n == static_cast<ssize_t>(sizeof h + len)) return true;
+    if (n < 0 && errno == EINTR) continue;
+    return false;  // gone, or not reading: lost, as on a wire
+  }
 }
 
 ssize_t Forwarder::receive(uint8_t* buf, size_t cap, DatagramInfo* info, uint16_t* dst_port) {

@@ -42,7 +42,8 @@ class Forwarder {
   ssize_t receive(uint8_t* buf, size_t cap, DatagramInfo* info, uint16_t* dst_port);
 
  private:
-  int fd_ = -1;
+  int fd_ = -1;       // ours, bound: what others forward to us
+  int send_fd_ = -1;  // unbound, blocking with a short timeout: what we forward
 };
 
 }  // namespace sv

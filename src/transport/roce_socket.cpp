@@ -174,6 +174,19 @@ bool RoceSocket::try_own() {
   return true;
 }
 
+void RoceSocket::leave_group() {
+  sockaddr_in discard4{};
+  discard4.sin_family = AF_INET;
+  discard4.sin_port = htons(9);
+  discard4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd4_ >= 0) connect(fd4_, reinterpret_cast<sockaddr*>(&discard4), sizeof discard4);
+  sockaddr_in6 discard6{};
+  discard6.sin6_family = AF_INET6;
+  discard6.sin6_port = htons(9);
+  discard6.sin6_addr = in6addr_loopback;
+  if (fd6_ >= 0) connect(fd6_, reinterpret_cast<sockaddr*>(&discard6), sizeof discard6);
+}
+
 void RoceSocket::close() {
   if (fd4_ >= 0) ::close(fd4_);
   if (fd6_ >= 0) ::close(fd6_);

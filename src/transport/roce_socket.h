@@ -49,6 +49,10 @@ class RoceSocket {
   void close();
   // Binds the RoCE port if its owner is gone (transport/roce_forward.h).
   bool try_own();
+  // Stops new flows from being given to this process's sockets (a connected
+  // member of a reuseport group only gets its own peer's packets); what is
+  // queued can still be read.
+  void leave_group();
   bool owns_roce_port() const { return owns_port_; }
   // This process's UDP source port for `dst`'s family.
   uint16_t source_port(const in6_addr& dst) const;

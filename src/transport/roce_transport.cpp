@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
 #include "core/qp.h"
 #include "core/requester.h"
+#include "core/transport.h"
 #include "net/roce_datagram.h"
 #include "net/roce_frame.h"
 #include "net/roce_opcode.h"
@@ -100,6 +102,7 @@ void handle_datagram(Engine& e, uint8_t* buf, size_t len, const DatagramInfo& in
   }
   net::RocePacket pkt;
   if (len < net::kIcrcBytes || !net::decode(buf + net::kDatagramHeadroom, len - net::kIcrcBytes, &pkt)) return;
+  if (!g_network_in_use.load(std::memory_order_relaxed)) g_network_in_use.store(true, std::memory_order_relaxed);
   const uint32_t owner = shm::qpn_slot(pkt.bth.dest_qp);
   if (owner != e.slot) {
     if (forwarded || !e.fwd.forward(owner, info, local_port, buf + net::kDatagramHeadroom, len))
@@ -115,6 +118,36 @@ void handle_datagram(Engine& e, uint8_t* buf, size_t len, const DatagramInfo& in
     e.on_response(pkt, from);
   else
     e.on_request(pkt, from);
+}
+
+// At exit: leave the port's group, then hand what was queued for other
+// processes on; what is for us is dropped (our QPs are going). Only the
+// wire codec and sockets are used: other statics may be gone by now.
+void hand_over_at_exit() {
+  if (!g_started.load(std::memory_order_acquire)) return;
+  Engine& e = engine();
+  std::lock_guard rx(g_rx_mu);
+  e.sock.leave_group();
+  static ReceiveSlots* slots = new ReceiveSlots;  // (never freed: we are exiting)
+  uint8_t* payloads[kSlots];
+  for (int s = 0; s < kSlots; ++s) payloads[s] = slots->at(s) + net::kDatagramHeadroom;
+  ssize_t lens[kSlots];
+  DatagramInfo infos[kSlots];
+  const int fds[2] = {e.sock.fd4(), e.sock.fd6()};
+  for (int i = 0; i < 2; ++i) {
+    const uint16_t port = i == 0 ? e.sock.source_port(net::v4_mapped(0)) : e.sock.source_port(in6_addr{});
+    for (int got = kSlots; fds[i] >= 0 && got == kSlots;) {
+      got = e.sock.receive_many(fds[i], payloads, kSlotBytes, kSlots, lens, infos);
+      for (int s = 0; s < got; ++s) {
+        if (lens[s] < static_cast<ssize_t>(net::kBthBytes + net::kIcrcBytes)) continue;
+        net::DatagramAddrs a{infos[s].src, infos[s].dst, infos[s].src_port, port};
+        if (!net::datagram_icrc_ok(a, slots->at(s), static_cast<size_t>(lens[s]))) continue;
+        const uint32_t qpn = net::be::get24(payloads[s] + 5);  // BTH DestQP
+        if (shm::qpn_slot(qpn) != e.slot)
+          e.fwd.forward(shm::qpn_slot(qpn), infos[s], port, payloads[s], static_cast<size_t>(lens[s]));
+      }
+    }
+  }
 }
 
 // Receives and handles what waits on the sockets, at most `budget`
@@ -211,13 +244,18 @@ void RoceTransport::listen() {
   roce::Engine& e = roce::engine();
   static bool fork_handler = (pthread_atfork(nullptr, nullptr, roce::after_fork_in_child), true);
   (void)fork_handler;
-  if (!e.sock.open()) {
-    SV_WARN("no UDP socket for RoCEv2: %s", strerror(errno));
-    return;
-  }
-  e.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  // The forwarding socket first: once in the port's group, packets for us
+  // may arrive through any member.
   e.slot = shm::Host::get()->slot();
   if (!e.fwd.open(e.slot)) SV_WARN("no RoCEv2 forwarding socket: %s", strerror(errno));
+  if (!e.sock.open()) {
+    SV_WARN("no UDP socket for RoCEv2: %s", strerror(errno));
+    e.fwd.close();
+    return;
+  }
+  static bool exit_handler = (std::atexit(roce::hand_over_at_exit), true);
+  (void)exit_handler;
+  e.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   {
     std::lock_guard g(e.mu);
     e.counters.open();
