@@ -14,6 +14,7 @@
 #include "core/transport.h"
 #include "net/roce_datagram.h"
 #include "net/udp_sport.h"
+#include "transport/roce_capture.h"
 #include "transport/roce_engine.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -115,6 +116,8 @@ void Engine::transmit(uint32_t local_qpn, const in6_addr& src, const in6_addr& d
   if (!n) return;
   batch_.push_back(OutDatagram{src, dst, kRoceUdpPort, traffic_class, buf.data() + kDatagramHeadroom, n});
   batch_qpns_.push_back(local_qpn);
+  Capture& cap = Capture::get();
+  if (__builtin_expect(cap.enabled(), 0)) cap.packet(src, dst, a.src_port, a.dst_port, traffic_class, pkt, payload, len);
 }
 
 void Engine::flush() {

@@ -19,6 +19,7 @@
 #include "net/roce_opcode.h"
 #include "shm/host.h"
 #include "shm/layout.h"
+#include "transport/roce_capture.h"
 #include "transport/roce_engine.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -109,6 +110,9 @@ void handle_datagram(Engine& e, uint8_t* buf, size_t len, const DatagramInfo& in
       e.counters.add_device(kNoQp);
     return;
   }
+  Capture& cap = Capture::get();
+  if (__builtin_expect(cap.enabled(), 0))
+    cap.packet(info.src, info.dst, info.src_port, local_port, info.traffic_class, pkt, pkt.payload, pkt.payload_len);
   const net::OpcodeInfo* info_op = net::opcode_info(pkt.bth.opcode);
   PacketAddrs from{info.src, info.dst, info.traffic_class, info.hop_limit};
   EngineLock g(e);

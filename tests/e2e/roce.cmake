@@ -40,3 +40,6 @@ roce_netns_test(rc_pingpong_stats --stats --drop-data 3 pingpong ibv_rc_pingpong
 roce_netns_test(rc_pingpong_3pairs --pairs 3 pingpong ibv_rc_pingpong -n 200 -c)
 roce_netns_test(ud_pingpong_2pairs --pairs 2 pingpong ibv_ud_pingpong -n 200 -c)
 roce_netns_test(ib_write_bw_2pairs --pairs 2 perftest ib_write_bw -n 100)
+# SOFTVERBS_PCAP: each process writes what it sent and received (transport/roce_capture.h).
+roce_netns_test(rc_pingpong_self_pcap --self-pcap pingpong ibv_rc_pingpong -n 100 -c)
+roce_netns_test(ib_read_lat_self_pcap --self-pcap perftest ib_read_lat -n 50)

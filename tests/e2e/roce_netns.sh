@@ -6,6 +6,8 @@
 #     --stats   while the tools run, read their counters with softverbs-stat
 #               ($SOFTVERBS_STAT): packets must show, per process and per QP,
 #               and with --drop/--drop-data the recovery (NAKs, retransmits)
+#     --self-pcap  the tools write their own captures (SOFTVERBS_PCAP), checked
+#               the same way
 #     --pairs N N server/client pairs at once (several processes per host)
 #     --ipv6    RoCE over IPv6 (GIDs fd93::1, fd93::2); the tools still exchange
 #               their QP numbers over IPv4 TCP (Debian's pingpong servers listen on IPv4)
@@ -23,13 +25,14 @@
 #               no malformed one, and each ICRC is checked by an independent
 #               computation (Python's zlib)
 set -u
-netem="" drop="" min_len=0 pcap=0 ipv6=0 stats=0 pairs=1
+netem="" drop="" min_len=0 pcap=0 ipv6=0 stats=0 pairs=1 self_pcap=0
 while [[ $# -gt 0 && $1 == --* ]]; do
   case $1 in
     --netem) netem=$2; shift 2 ;;
     --drop) drop=$2; shift 2 ;;
     --drop-data) drop=$2; min_len=200; shift 2 ;;
     --pcap) pcap=1; shift ;;
+    --self-pcap) self_pcap=1; shift ;;
     --ipv6) ipv6=1; shift ;;
     --stats) stats=1; shift ;;
     --pairs) pairs=$2; shift 2 ;;
@@ -90,6 +93,10 @@ if ((pcap)); then
   for _ in $(seq 100); do grep -q "Capturing on" "$work/tshark.err" && break; sleep 0.1; done
 fi
 
+if ((self_pcap)); then
+  command -v tshark >/dev/null || { echo "tshark not installed"; exit 77; }
+  export SOFTVERBS_PCAP=$work/self
+fi
 flag=-g
 [[ $kind == perftest ]] && flag=-x
 # Each pair has its own TCP port for the tools' own exchange; with several,
@@ -146,20 +153,15 @@ if ((stats)); then
   fi
 fi
 
-if ((pcap)); then
-  sleep 0.5
-  kill -INT "$cap_pid"
-  for _ in $(seq 100); do kill -0 "$cap_pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$cap_pid" 2>/dev/null
-  wait "$cap_pid" 2>/dev/null
-  cap_pid=""
-  ts() { env -u LD_PRELOAD tshark -r "$work/link.pcap" --disable-heuristic rpcrdma_infiniband "$@" 2>/dev/null; }
+check_capture() {  # tshark decodes every packet of $1 as RoCE, none malformed; each ICRC recomputed
+  capture_file=$1
+  ts() { env -u LD_PRELOAD tshark -r "$capture_file" --disable-heuristic rpcrdma_infiniband "$@" 2>/dev/null; }
   total=$(ts | wc -l)
   roce=$(ts -Y infiniband | wc -l)
   bad=$(ts -Y '_ws.malformed || _ws.expert.severity >= "Warning"' | wc -l)
   echo "capture: $total packets, $roce decoded as RoCE, $bad malformed or flagged"
-  [[ $total -gt 0 && $roce == "$total" && $bad == 0 ]] || { ts -Y '_ws.malformed' -V | head -60; exit 1; }
-  env -u LD_PRELOAD python3 - "$work/link.pcap" <<'PY' || exit 1
+  [[ $total -gt 0 && $roce == "$total" && $bad == 0 ]] || { ts -Y '_ws.malformed' -V | head -60; return 1; }
+  env -u LD_PRELOAD python3 - "$capture_file" <<'PY' || return 1
 import struct, sys, zlib
 data = open(sys.argv[1], 'rb').read()
 magic = struct.unpack_from('<I', data, 0)[0]
@@ -197,5 +199,20 @@ for i, f in enumerate(frames):
 print('ICRC checked on %d frames, %d wrong' % (len(frames), bad))
 sys.exit(1 if bad or not frames else 0)
 PY
+}
+
+if ((pcap)); then
+  sleep 0.5
+  kill -INT "$cap_pid"
+  for _ in $(seq 100); do kill -0 "$cap_pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$cap_pid" 2>/dev/null
+  wait "$cap_pid" 2>/dev/null
+  cap_pid=""
+  check_capture "$work/link.pcap" || exit 1
+fi
+if ((self_pcap)); then
+  files=("$work"/self.*.pcap)
+  [[ ${#files[@]} -ge 2 && -s ${files[0]} ]] || { echo "expected a capture per process: ${files[*]}"; exit 1; }
+  for f in "${files[@]}"; do echo "$(basename "$f"):"; check_capture "$f" || exit 1; done
 fi
 exit 0
