@@ -15,6 +15,7 @@ packages=(
   tshark                                # decodes our CM MADs independently (e2e_ibcm_tshark)
   ucx-utils libfabric-bin gnuplot-nox  # peers the benchmarks compare against, plots
   iperf3 qperf                          # the kernel's TCP and UDP on the RoCE benchmark's link
+  qemu-system-x86 busybox-static cpio kmod  # a qemu guest running Linux rxe, the interop peer (e2e_rxe_*, tests/e2e/rxe_guest.sh)
 )
 export DEBIAN_FRONTEND=noninteractive
 as_root apt-get update -qq

@@ -43,3 +43,24 @@ roce_netns_test(ib_write_bw_2pairs --pairs 2 perftest ib_write_bw -n 100)
 # SOFTVERBS_PCAP: each process writes what it sent and received (transport/roce_capture.h).
 roce_netns_test(rc_pingpong_self_pcap --self-pcap pingpong ibv_rc_pingpong -n 100 -c)
 roce_netns_test(ib_read_lat_self_pcap --self-pcap perftest ib_read_lat -n 50)
+# Interop with the Linux soft-RoCE driver (rxe) in a qemu guest (TCG; the
+# guest is built once by rxe_guest.sh from Debian's kernel package and cached
+# under ~/.cache/softverbs-rxe): Debian's pingpong tools, softverbs on this
+# host through our libibverbs, rxe in the guest through Debian's libibverbs,
+# inside a network namespace the test creates (bridge + tap). Both ends as
+# server and as client; the link is captured and every ICRC recomputed.
+# Skipped (77) only without network namespaces, qemu or a tap device, or when
+# the guest cannot be built here (no busybox-static or Debian archive).
+function(rxe_interop_test name)
+  add_test(NAME e2e_rxe_${name} COMMAND ${CMAKE_CURRENT_LIST_DIR}/rxe_interop.sh ${ARGN})
+  set_tests_properties(e2e_rxe_${name} PROPERTIES LABELS "e2e;roce;interop" TIMEOUT 300 SKIP_RETURN_CODE 77
+                       RESOURCE_LOCK rxe_guest_cpu
+                       ENVIRONMENT "LD_LIBRARY_PATH=${PROJECT_BINARY_DIR}/lib")
+endfunction()
+rxe_interop_test(rc_softverbs_server rc softverbs-server -n 100 -c)
+rxe_interop_test(rc_softverbs_client rc softverbs-client -n 100 -c)
+# rxe's port MTU on a 1500-byte link is 1024, and ibv_ud_pingpong refuses a larger size.
+rxe_interop_test(ud_softverbs_server ud softverbs-server -n 100 -s 1024 -c)
+rxe_interop_test(ud_softverbs_client ud softverbs-client -n 100 -s 1024 -c)
+# 64 KiB messages: 64 packets each way per iteration (segmentation, AckReq every 16, coalesced ACKs).
+rxe_interop_test(rc_64k_softverbs_client rc softverbs-client -n 50 -s 65536 -c)
