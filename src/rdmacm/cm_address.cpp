@@ -4,7 +4,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,41 +15,11 @@
 #include "cm_device.hpp"
 #include "cm_protocol.hpp"
 #include "cm_state.hpp"
+#include "ibcm/gsi_mailbox.hpp"
+#include "util/kernel_socket.h"
 
 namespace softverbs::rdmacm {
 namespace {
-
-std::string domain_name() {
-  const char* domain = std::getenv("SOFTVERBS_DOMAIN");
-  if (domain && *domain) return domain;
-  return "uid" + std::to_string(getuid());
-}
-
-const char* port_space_name(rdma_port_space ps) {
-  switch (ps) {
-    case RDMA_PS_TCP: return "tcp";
-    case RDMA_PS_UDP: return "udp";
-    case RDMA_PS_IPOIB: return "ipoib";
-    case RDMA_PS_IB: return "ib";
-  }
-  return "ps";
-}
-
-std::string address_text(const sockaddr* addr) {
-  char text[INET6_ADDRSTRLEN] = "";
-  sockaddr_storage norm = normalized(addr);
-  if (norm.ss_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&norm)->sin_addr, text, sizeof text);
-    return text;
-  }
-  inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&norm)->sin6_addr, text, sizeof text);
-  return std::string("[") + text + "]";
-}
-
-std::string name_for(rdma_port_space ps, const std::string& address, uint16_t port) {
-  return "softverbs-" + domain_name() + "-cm-" + port_space_name(ps) + "-" + address + ":" +
-         std::to_string(port);
-}
 
 uint16_t ephemeral_port() {
   static std::mt19937 rng{std::random_device{}()};
@@ -61,20 +30,6 @@ int try_bind(int fd, const std::string& name) {
   socklen_t len;
   sockaddr_un un = unix_name(name, &len);
   return bind(fd, reinterpret_cast<sockaddr*>(&un), len);
-}
-
-// Queues `type` for the id now, or after `timeout_ms` through a timer in
-// the id's channel (destinations the host cannot reach yet).
-int arm_timer(Id* id, int timeout_ms) {
-  id->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-  if (id->timer_fd < 0) return -1;
-  itimerspec spec{};
-  if (timeout_ms <= 0) timeout_ms = 1;
-  spec.it_value.tv_sec = timeout_ms / 1000;
-  spec.it_value.tv_nsec = (timeout_ms % 1000) * 1000000L;
-  timerfd_settime(id->timer_fd, 0, &spec, nullptr);
-  id->timer_watch = watch_add(channel_of(id->pub.channel), WatchKind::Timer, id->timer_fd, id);
-  return 0;
 }
 
 // The source address the kernel's routing picks for `dst` (a connected UDP
@@ -90,7 +45,7 @@ int route_source(const sockaddr* dst, sockaddr_storage* src) {
   }
   if (address_port(reinterpret_cast<sockaddr*>(&target)) == 0)
     set_address_port(reinterpret_cast<sockaddr*>(&target), 9);  // any port will do for a route
-  int fd = socket(target.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  int fd = sv::kernel_socket(target.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   socklen_t len = sizeof *src;
   int rc = connect(fd, reinterpret_cast<sockaddr*>(&target),
@@ -152,20 +107,14 @@ sockaddr_storage normalized(const sockaddr* addr) {
   return out;
 }
 
-std::string bound_name(const Id* id, const sockaddr* addr) {
-  std::string address = address_text(addr);
+std::string bound_name(const Id* id, const sockaddr* addr, const char* kind) {
+  std::string address = ibcm::address_text(addr);
   if (addr->sa_family == AF_INET6 && address_is_any(addr) && id->afonly != 1) address = "*";
-  return name_for(id->pub.ps, address, address_port(addr));
+  return ibcm::service_name(kind, static_cast<uint16_t>(id->pub.ps), address, address_port(addr));
 }
 
 std::vector<std::string> listener_names(rdma_port_space ps, const sockaddr* dst) {
-  sockaddr_storage norm = normalized(dst);
-  const auto* target = reinterpret_cast<const sockaddr*>(&norm);
-  uint16_t port = address_port(target);
-  std::vector<std::string> names{name_for(ps, address_text(target), port)};
-  names.push_back(name_for(ps, target->sa_family == AF_INET ? "0.0.0.0" : "[::]", port));
-  names.push_back(name_for(ps, "*", port));
-  return names;
+  return ibcm::service_names("cm", static_cast<uint16_t>(ps), dst);
 }
 
 sockaddr_un unix_name(const std::string& name, socklen_t* len) {
@@ -225,18 +174,6 @@ int bind_id(Id* id, const sockaddr* addr) {
   }
   id->state = IdState::AddrBound;
   return 0;
-}
-
-// Called by the channel when the resolution timer of `id` fires: the
-// destination never answered (there is no network transport to reach a
-// host other than this one yet), as ARP failing to resolve.
-void on_timer(Id* id) {
-  watch_remove(id->timer_watch);
-  close(id->timer_fd);
-  id->timer_fd = -1;
-  if (id->state != IdState::AddrResolving) return;
-  id->state = IdState::AddrBound;
-  queue_event(id, RDMA_CM_EVENT_ADDR_ERROR, -ETIMEDOUT);
 }
 
 }  // namespace softverbs::rdmacm
@@ -299,17 +236,12 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_resolve_addr(struct rdma_cm_id* cm_i
     std::memcpy(&id->pub.route.addr.dst_storage, dst_addr, address_length(dst_addr));
     id->pub.route.addr.addr.ibaddr.dgid = address_to_gid(dst_addr);
 
-    Device* owner = nullptr;
-    int owner_index = 0;
-    const bool on_this_host = address_is_multicast(dst_addr) || address_is_any(dst_addr) ||
-                              find_device(dst_addr, &owner, &owner_index);
-    if (on_this_host) {
-      id->state = IdState::AddrResolved;
-      queue_event(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
-    } else {
-      id->state = IdState::AddrResolving;
-      if (arm_timer(id, timeout_ms) != 0) return -1;
-    }
+    // The kernel would now resolve the next hop's MAC address (ARP/ND);
+    // UDP sockets leave that to the kernel when the first packet goes, so
+    // a destination with a route resolves at once (no packet is sent).
+    (void)timeout_ms;
+    id->state = IdState::AddrResolved;
+    queue_event(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
     lock.unlock();
     return complete_sync(id);
   });

@@ -28,8 +28,9 @@ bool address_is_multicast(const sockaddr* addr);
 // A copy with IPv4-mapped IPv6 addresses turned into IPv4.
 sockaddr_storage normalized(const sockaddr* addr);
 
-// The socket name an id bound to `addr` holds (wildcard spelled per AFONLY).
-std::string bound_name(const Id* id, const sockaddr* addr);
+// The socket name an id bound to `addr` holds (wildcard spelled per
+// AFONLY): the rendezvous's ("cm"), or the network mailbox's ("gsi").
+std::string bound_name(const Id* id, const sockaddr* addr, const char* kind = "cm");
 // The names a connect to `dst` tries, most specific first.
 std::vector<std::string> listener_names(rdma_port_space ps, const sockaddr* dst);
 sockaddr_un unix_name(const std::string& name, socklen_t* len);

@@ -44,7 +44,9 @@ void dispatch(uint64_t key) {
     case WatchKind::Listener: on_listener_readable(watch.id); break;
     case WatchKind::Incoming: on_incoming_readable(key, watch); break;
     case WatchKind::Connection: on_connection_readable(watch.id); break;
-    case WatchKind::Timer: on_timer(watch.id); break;
+    case WatchKind::Mailbox: on_mailbox_readable(watch.id); break;
+    case WatchKind::ListenMailbox: on_listen_mailbox_readable(watch.id); break;
+    case WatchKind::RetryTimer: on_retry_timer(watch.id); break;
   }
 }
 

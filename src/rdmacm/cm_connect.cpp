@@ -12,6 +12,7 @@
 #include "c_boundary.hpp"
 #include "cm_address.hpp"
 #include "cm_device.hpp"
+#include "cm_network.hpp"
 #include "cm_protocol.hpp"
 #include "cm_qp.hpp"
 #include "cm_state.hpp"
@@ -50,13 +51,6 @@ int connect_to_listener(Id* id) {
   }
   errno = ECONNREFUSED;
   return -1;
-}
-
-bool destination_on_this_host(const Id* id) {
-  Device* device;
-  int index;
-  const sockaddr* dst = &id->pub.route.addr.dst_addr;
-  return address_is_any(dst) || find_device(dst, &device, &index);
 }
 
 int do_reject(Id* id, const void* data, uint8_t len, uint16_t reason) {
@@ -99,6 +93,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_listen(struct rdma_cm_id* cm_id, int
     }
     id->sock_watch = watch_add(channel_of(id->pub.channel), WatchKind::Listener, id->sock, id);
     if (!id->sock_watch) return -1;
+    if (net_listen(id) != 0) return -1;  // other hosts' REQs
     id->state = IdState::Listening;
     return 0;
   });
@@ -171,10 +166,13 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_connect(struct rdma_cm_id* cm_id,
     id->connect_data.clear();
 
     id->state = IdState::ConnectSent;
-    if (!destination_on_this_host(id)) {
-      // No network transport yet: a host other than this one never answers.
-      id->state = IdState::Failed;
-      queue_event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+    if (is_remote(id)) {
+      // Another host: the REQ goes to its QP1 (cm_network.cpp).
+      if (net_connect(id, msg) != 0) {
+        const int err = errno;
+        id->state = IdState::Failed;
+        queue_event(id, RDMA_CM_EVENT_UNREACHABLE, -err);
+      }
     } else if (connect_to_listener(id) != 0 || send_message(id, msg) != 0) {
       // Nobody listens on that port: the remote CM would reject the REQ
       // (invalid service ID), as the kernel reports it.

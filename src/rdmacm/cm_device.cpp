@@ -60,6 +60,8 @@ std::vector<Device>* open_all() {
 
 std::mutex pd_mutex;
 
+}  // namespace
+
 bool is_loopback(const sockaddr* addr) {
   if (addr->sa_family == AF_INET) {
     auto* sin = reinterpret_cast<const sockaddr_in*>(addr);
@@ -69,8 +71,6 @@ bool is_loopback(const sockaddr* addr) {
   return IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr) ||
          (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr) && sin6->sin6_addr.s6_addr[12] == 127);
 }
-
-}  // namespace
 
 ibv_gid address_to_gid(const sockaddr* addr) {
   ibv_gid gid{};

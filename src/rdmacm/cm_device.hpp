@@ -18,7 +18,15 @@ struct Device {
   uint8_t max_responder_resources = 0;
   ibv_mtu active_mtu = IBV_MTU_1024;
   int gid_table_len = 0;
+  // A UD QP held while the CM may hear from the network (cm_network.cpp):
+  // the network transport runs in a process only while it has a QP that
+  // other hosts can reach, and the CM's QP1 traffic needs it running.
+  ibv_cq* anchor_cq = nullptr;
+  ibv_qp* anchor_qp = nullptr;
 };
+
+// 127/8, ::1 and ::ffff:127.x.y.z.
+bool is_loopback(const sockaddr* addr);
 
 // The RoCE GID of an IP address: IPv4 as ::ffff:a.b.c.d, IPv6 as itself.
 ibv_gid address_to_gid(const sockaddr* addr);

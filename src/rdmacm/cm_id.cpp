@@ -10,6 +10,7 @@
 
 #include "c_boundary.hpp"
 #include "cm_address.hpp"
+#include "cm_network.hpp"
 #include "cm_state.hpp"
 #include "util/raw_enum.h"
 
@@ -102,11 +103,10 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_destroy_id(struct rdma_cm_id* cm_id)
     // Unretrieved events go with the id, as the kernel discards them;
     // retrieved ones must be acked first (rdma_destroy_id(3)).
     drop_queued_events(id);
+    net_close(id);
     watch_remove(id->sock_watch);
-    watch_remove(id->timer_watch);
     if (id->sock >= 0) close(id->sock);
-    if (id->timer_fd >= 0) close(id->timer_fd);
-    id->sock = id->timer_fd = -1;
+    id->sock = -1;
     for (uint64_t key : id->incoming) {
       // Connections accepted by a listener but without a REQ yet.
       watch_remove_and_close(key);

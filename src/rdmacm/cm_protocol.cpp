@@ -12,6 +12,7 @@
 
 #include "cm_address.hpp"
 #include "cm_device.hpp"
+#include "cm_network.hpp"
 #include "cm_protocol.hpp"
 #include "cm_qp.hpp"
 #include "cm_state.hpp"
@@ -57,15 +58,17 @@ ibv_ah_attr ah_to_peer(const Id* id) {
   return ah;
 }
 
+}  // namespace
+
 // A new connection's first message: the child id and CONNECT_REQUEST.
-void on_request(Id* listener, int fd, const WireMessage& msg) {
+Id* on_request(Id* listener, int fd, const WireMessage& msg) {
   const bool ud = msg.type == MessageType::SidrReq;
   Channel* listen_channel = channel_of(listener->pub.channel);
   Id* child = id_create(listen_channel, listener->pub.context, listener->pub.ps,
                         listener->pub.qp_type, false);
   if (!child) {
-    close(fd);
-    return;
+    if (fd >= 0) close(fd);
+    return nullptr;
   }
   child->sock = fd;
   std::memcpy(&child->pub.route.addr.src_storage, &msg.receiver_addr, sizeof msg.receiver_addr);
@@ -124,8 +127,11 @@ void on_request(Id* listener, int fd, const WireMessage& msg) {
       child->sync = true;
     }
   }
-  child->sock_watch = watch_add(channel_of(child->pub.channel), WatchKind::Connection, fd, child);
+  if (fd >= 0) child->sock_watch = watch_add(channel_of(child->pub.channel), WatchKind::Connection, fd, child);
+  return child;
 }
+
+namespace {
 
 void on_reply(Id* id, const WireMessage& msg) {
   learn_peer(id, msg);
@@ -215,6 +221,8 @@ void on_peer_gone(Id* id) {
   }
 }
 
+}  // namespace
+
 void handle(Id* id, const WireMessage& msg) {
   switch (msg.type) {
     case MessageType::Rep:
@@ -243,6 +251,8 @@ void handle(Id* id, const WireMessage& msg) {
       break;
   }
 }
+
+namespace {
 
 // Reads one message; 1 on a message, 0 when nothing is there, -1 at EOF.
 int receive(int fd, WireMessage* msg) {
@@ -281,6 +291,7 @@ void set_private_data(WireMessage& msg, const void* data, uint8_t len) {
 }
 
 int send_message(Id* id, const WireMessage& msg) {
+  if (id->net.active) return net_send(id, msg);
   if (id->sock < 0) {
     errno = ENOTCONN;
     return -1;

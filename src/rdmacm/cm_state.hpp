@@ -5,8 +5,8 @@
 // makes progress in the kernel; we make it in the caller's thread. A
 // channel's public fd is an epoll fd that watches everything that can
 // produce an event for its ids (listening and connected rendezvous sockets,
-// resolution timers) plus an eventfd that is readable while queued events
-// wait. So poll()/select() on channel->fd works as with the kernel, and
+// mailboxes and retry timers of ids that talk to other hosts) plus an
+// eventfd that is readable while queued events wait. So poll()/select() on channel->fd works as with the kernel, and
 // rdma_get_cm_event turns whatever is readable into events.
 //
 // One recursive mutex guards all of it: connection management is not a
@@ -15,9 +15,11 @@
 #pragma once
 
 #include <infiniband/verbs.h>
+#include <netinet/in.h>
 #include <rdma/rdma_cma.h>
 #include <sys/socket.h>
 
+#include <array>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -47,7 +49,7 @@ struct Channel {
 };
 
 // What an fd in a channel's epoll set stands for.
-enum class WatchKind { Ready, Listener, Incoming, Connection, Timer };
+enum class WatchKind { Ready, Listener, Incoming, Connection, Mailbox, ListenMailbox, RetryTimer };
 
 struct Watch {
   WatchKind kind;
@@ -59,7 +61,6 @@ struct Watch {
 enum class IdState {
   Idle,
   AddrBound,
-  AddrResolving,   // waiting for a timer (destination not on this host)
   AddrResolved,
   RouteResolved,
   Listening,
@@ -79,6 +80,34 @@ struct Multicast {
   bool attached = false;
 };
 
+// An id whose peer is on another host: its messages travel as IB CM MADs
+// to the peer's QP1 and come back through its mailbox (cm_network.cpp).
+struct NetLink {
+  bool active = false;
+  uint32_t local_comm_id = 0;
+  uint32_t remote_comm_id = 0;
+  uint64_t transaction_id = 0;
+  uint64_t local_guid = 0;
+  uint64_t service_id = 0;     // passive: the REQ's (echoed in a SIDR REP)
+  in6_addr peer_ip{};          // where its MADs go (IPv4 as ::ffff:a.b.c.d)
+  in6_addr local_ip{};         // and come from
+  int mailbox = -1;            // bound to comm_id_mailbox(local_comm_id)
+  uint64_t mailbox_watch = 0;
+  int listen_mailbox = -1;     // a listener's: its service's gsi name
+  uint64_t listen_watch = 0;
+  // The last MAD that waits for an answer (REQ, REP, DREQ, SIDR REQ): sent
+  // again when the retry timer fires, until answered or out of retries.
+  std::array<uint8_t, 256> pending{};
+  bool awaiting = false;
+  MessageType pending_type{};
+  int retries_left = 0;
+  int retry_ms = 0;
+  int timer_fd = -1;
+  uint64_t timer_watch = 0;
+  std::array<uint8_t, 256> last_rtu{};  // sent again to a repeated REP
+  bool sent_rtu = false;
+};
+
 struct Id {
   rdma_cm_id pub{};  // first: rdma_cm_id* converts to Id*
   IdState state = IdState::Idle;
@@ -88,8 +117,6 @@ struct Id {
 
   int sock = -1;             // port reservation, listener or connection
   uint64_t sock_watch = 0;   // its key in the channel's epoll (0: none)
-  int timer_fd = -1;
-  uint64_t timer_watch = 0;
   std::vector<uint64_t> incoming;  // listener: accepted sockets without REQ yet
 
   unsigned events_reported = 0;
@@ -124,6 +151,7 @@ struct Id {
   ibv_qp_init_attr* listen_qp_attr = nullptr;  // QP to create in rdma_get_request
 
   std::list<Multicast> multicasts;
+  NetLink net;
 };
 
 inline Id* id_of(rdma_cm_id* id) { return reinterpret_cast<Id*>(id); }
@@ -157,8 +185,16 @@ int next_event(Channel* ch, Event** out);
 void on_listener_readable(Id* listener);
 void on_incoming_readable(uint64_t key, Watch& watch);
 void on_connection_readable(Id* id);
-void on_timer(Id* id);
 int send_message(Id* id, const WireMessage& msg);
+// What an id does with a message from its peer, and a listener with a new
+// request (fd: the rendezvous connection, or -1 for a MAD from the network).
+void handle(Id* id, const WireMessage& msg);
+Id* on_request(Id* listener, int fd, const WireMessage& msg);
+
+// --- the network (cm_network.cpp) ---
+void on_mailbox_readable(Id* id);
+void on_listen_mailbox_readable(Id* listener);
+void on_retry_timer(Id* id);
 
 // --- ids (cm_id.cpp) ---
 Id* id_create(Channel* ch, void* context, rdma_port_space ps, ibv_qp_type qp_type, bool sync);

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "c_boundary.hpp"
+#include "util/kernel_socket.h"
 
 namespace softverbs::rdmacm::rs {
 namespace {
@@ -438,7 +439,7 @@ void DgramDeleter::operator()(DgramState* d) const noexcept { delete d; }
 
 int dgram_create(RSocket& rs, int domain) {
   rs.dgram.reset(new DgramState);
-  rs.fd = socket(domain, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  rs.fd = sv::kernel_socket(domain, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (rs.fd < 0) return -1;
   return open_verbs(rs, *rs.dgram);
 }

@@ -179,5 +179,9 @@ class EngineLock {
 
 Engine& engine();
 
+// A packet to QP1 (roce_gsi.cpp): a CM MAD, posted to the mailbox of the
+// process it is for, or answered as the CM answers the unknown.
+void deliver_to_gsi(Engine& e, const net::RocePacket& pkt, const PacketAddrs& from);
+
 }  // namespace roce
 }  // namespace sv

@@ -10,6 +10,7 @@
 #include "net/roce_frame.h"
 #include "net/udp_sport.h"
 #include "util/log.h"
+#include "util/kernel_socket.h"
 
 namespace sv {
 namespace {
@@ -22,7 +23,7 @@ void set_int(int fd, int level, int name, int value) { setsockopt(fd, level, nam
 
 // A UDP socket of `family` bound to `port` (0: any); -1 on failure.
 int bound_socket(int family, uint16_t port) {
-  int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  int fd = kernel_socket(family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -1;
   // Every process of the user binds the RoCE port together: the kernel
   // gives each flow to one of them (by a hash of the addresses), which
@@ -114,7 +115,7 @@ void read_addresses(const msghdr& msg, const sockaddr_storage& from, DatagramInf
 uint32_t link_ib_mtu(const in6_addr& dst) {
   constexpr int kRxeMaxHeaders = 80;  // rxe's RXE_MAX_HDR_LENGTH: IP, UDP, BTH and the largest extensions
   const bool v4 = net::is_v4_mapped(dst);
-  int fd = socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  int fd = kernel_socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return 1024;
   sockaddr_storage ss{};
   socklen_t len;

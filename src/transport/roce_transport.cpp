@@ -14,6 +14,7 @@
 #include "core/qp.h"
 #include "core/requester.h"
 #include "core/transport.h"
+#include "ibcm/mad_header.hpp"
 #include "net/roce_datagram.h"
 #include "net/roce_frame.h"
 #include "net/roce_opcode.h"
@@ -104,6 +105,13 @@ void handle_datagram(Engine& e, uint8_t* buf, size_t len, const DatagramInfo& in
   net::RocePacket pkt;
   if (len < net::kIcrcBytes || !net::decode(buf + net::kDatagramHeadroom, len - net::kIcrcBytes, &pkt)) return;
   if (!g_network_in_use.load(std::memory_order_relaxed)) g_network_in_use.store(true, std::memory_order_relaxed);
+  if (pkt.bth.dest_qp == softverbs::ibcm::kGsiQpn) {  // a CM MAD: whoever got it posts it on
+    Capture& cap = Capture::get();
+    if (__builtin_expect(cap.enabled(), 0))
+      cap.packet(info.src, info.dst, info.src_port, local_port, info.traffic_class, pkt, pkt.payload, pkt.payload_len);
+    deliver_to_gsi(e, pkt, PacketAddrs{info.src, info.dst, info.traffic_class, info.hop_limit});
+    return;
+  }
   const uint32_t owner = shm::qpn_slot(pkt.bth.dest_qp);
   if (owner != e.slot) {
     if (forwarded || !e.fwd.forward(owner, info, local_port, buf + net::kDatagramHeadroom, len))

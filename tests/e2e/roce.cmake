@@ -64,3 +64,43 @@ rxe_interop_test(ud_softverbs_server ud softverbs-server -n 100 -s 1024 -c)
 rxe_interop_test(ud_softverbs_client ud softverbs-client -n 100 -s 1024 -c)
 # 64 KiB messages: 64 packets each way per iteration (segmentation, AckReq every 16, coalesced ACKs).
 rxe_interop_test(rc_64k_softverbs_client rc softverbs-client -n 50 -s 65536 -c)
+
+# The connection manager between the two hosts: IB CM MADs on QP1 (REQ, REP,
+# RTU, DREQ, DREP; SIDR for UD), Debian's rdmacm-utils and perftest -R
+# unmodified, the server in host A, the client in host B (@A: A's address).
+function(roce_cm_test name)
+  cmake_parse_arguments(CM "FOREVER;FAILS" "" "" ${ARGN})
+  add_test(NAME e2e_roce_cm_${name} COMMAND ${CMAKE_CURRENT_LIST_DIR}/roce_netns.sh ${CM_UNPARSED_ARGUMENTS})
+  set(env "LD_LIBRARY_PATH=${PROJECT_BINARY_DIR}/lib;SOFTVERBS_LOG=info")
+  if(CM_FOREVER)
+    list(APPEND env CM_SERVER_RUNS_FOREVER=1)
+  endif()
+  if(CM_FAILS)
+    list(APPEND env CM_CLIENT_FAILS=1)
+  endif()
+  set_tests_properties(e2e_roce_cm_${name} PROPERTIES LABELS "e2e;roce;rdmacm" TIMEOUT 120 SKIP_RETURN_CODE 77
+                       ENVIRONMENT "${env}")
+  if(name MATCHES "^ib_")
+    set_tests_properties(e2e_roce_cm_${name} PROPERTIES PROCESSORS 2)  # perftest polls on both sides
+  endif()
+endfunction()
+roce_cm_test(rping --pcap cm "rping -s -a @A -C 10 -v" "rping -c -a @A -C 10 -v" "rdma-ping-9:")
+roce_cm_test(rping_verify_64k cm "rping -s -a @A -C 20 -V -S 65535" "rping -c -a @A -C 20 -V -S 65535")
+roce_cm_test(rping_ipv6 --ipv6 cm "rping -s -a @A -C 10 -v" "rping -c -a @A -C 10 -v" "rdma-ping-9:")
+# Lost MADs are sent again (1 s, then doubling); lost data as for any RC QP.
+roce_cm_test(rping_drop --drop 5 cm "rping -s -a @A -C 50 -V" "rping -c -a @A -C 50 -V")
+roce_cm_test(rping_self_qp cm "rping -s -a @A -C 10 -V -q" "rping -c -a @A -C 10 -V -q")
+roce_cm_test(ib_send_lat_R cm "ib_send_lat -R -n 200" "ib_send_lat -R -n 200 @A" "^ *2 +200")
+roce_cm_test(ib_write_bw_R cm "ib_write_bw -R -n 200" "ib_write_bw -R -n 200 @A" "^ *65536 +200")
+roce_cm_test(ib_read_lat_R cm "ib_read_lat -R -n 200" "ib_read_lat -R -n 200 @A" "^ *2 +200")
+roce_cm_test(udaddy cm "udaddy" "udaddy -s @A" "test complete")
+roce_cm_test(ucmatose_4 cm "ucmatose -c 4" "ucmatose -s @A -c 4" "test complete")
+roce_cm_test(cmtime_20 FOREVER cm "cmtime -c 20" "cmtime -s @A -c 20" "connect")
+roce_cm_test(rdma_server_client cm "rdma_server" "rdma_client -s @A" "rdma_client: end 0")
+roce_cm_test(rdma_xserver_xclient_xrc cm "rdma_xserver -c x" "rdma_xclient -s @A -c x" "rdma_xclient: end 0")
+roce_cm_test(rstream_4k cm "rstream -S 4096 -C 1000" "rstream -s @A -S 4096 -C 1000" "^custom +4k +1k")
+roce_cm_test(rstream_64k cm "rstream -S 65536 -C 20 -T v" "rstream -s @A -S 65536 -C 20 -T v" "^custom +64k +20")
+# Nobody listens on the port: host A's CM answers the REQ with a REJ
+# (invalid service ID), as Linux's does (a listener on another port keeps a
+# softverbs process, hence a CM, in host A).
+roce_cm_test(rejected FAILS cm "rping -s -a @A -p 7000 -C 1" "rping -c -a @A -p 7001 -C 1" "REJECTED")

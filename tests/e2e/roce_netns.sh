@@ -24,6 +24,12 @@
 #     --pcap    capture the link; tshark must decode every packet as RoCE with
 #               no malformed one, and each ICRC is checked by an independent
 #               computation (Python's zlib)
+#   roce_netns.sh [options] cm "SERVER COMMAND" "CLIENT COMMAND" [CLIENT REGEX]
+#     connection manager tools (rping, perftest -R, udaddy, ...): the server
+#     in host A, the client in host B; @A in a command is A's address. Both
+#     must exit 0 and the client's output match the regex. Environment:
+#     CM_SERVER_RUNS_FOREVER=1 (cmtime): the server is stopped after the client;
+#     CM_CLIENT_FAILS=1: the client must fail (the regex then matches its error)
 set -u
 netem="" drop="" min_len=0 pcap=0 ipv6=0 stats=0 pairs=1 self_pcap=0
 while [[ $# -gt 0 && $1 == --* ]]; do
@@ -41,6 +47,10 @@ while [[ $# -gt 0 && $1 == --* ]]; do
 done
 kind=$1 tool=$2
 shift 2
+if [[ $kind == cm ]]; then
+  server_cmd=$tool client_cmd=$1 expect=${2:-}
+  tool=${server_cmd%% *}
+fi
 command -v "$tool" >/dev/null || { echo "$tool not installed"; exit 77; }
 here=$(cd "$(dirname "$0")" && pwd)
 a=svA$$ b=svB$$ va=sva$$ vb=svb$$
@@ -97,6 +107,45 @@ if ((self_pcap)); then
   command -v tshark >/dev/null || { echo "tshark not installed"; exit 77; }
   export SOFTVERBS_PCAP=$work/self
 fi
+if [[ $kind == cm ]]; then
+  # The CM between hosts: the server's listener is reachable once its
+  # network mailbox exists (src/rdmacm/cm_network.cpp).
+  server_addr=10.93.0.1
+  ((ipv6)) && server_addr=fd93::1
+  ip netns exec "$a" timeout 60 stdbuf -oL -eL ${server_cmd//@A/$server_addr} >"$work/server.0" 2>&1 &
+  server=$!
+  for _ in $(seq 200); do
+    ip netns exec "$a" ss -xl 2>/dev/null | grep -q -- "-gsi-" && break
+    kill -0 $server 2>/dev/null || break
+    sleep 0.05
+  done
+  ip netns exec "$b" timeout 50 ${client_cmd//@A/$server_addr} >"$work/client.0" 2>&1
+  client_rc=$?
+  if [[ -n ${CM_SERVER_RUNS_FOREVER:-} || -n ${CM_CLIENT_FAILS:-} ]]; then
+    # Still alive now means it survived the whole run: stopped, counted a pass.
+    if kill $server 2>/dev/null; then wait $server; server_rc=0; else wait $server; server_rc=$?; fi
+  else
+    ((client_rc)) && kill $server 2>/dev/null
+    wait $server; server_rc=$?
+  fi
+  echo "--- server ($server_cmd): exit $server_rc"; cat "$work/server.0"
+  echo "--- client ($client_cmd): exit $client_rc"; cat "$work/client.0"
+  if [[ -n ${CM_CLIENT_FAILS:-} ]]; then
+    ((client_rc)) || { echo "the client should have failed"; exit 1; }
+    client_rc=0
+  fi
+  ((server_rc == 0 && client_rc == 0)) || exit 1
+  [[ -z $expect ]] || grep -Eq -- "$expect" "$work/client.0" || { echo "client output does not match: $expect"; exit 1; }
+  if ((pcap)); then  # the connection was made with CM MADs on the link
+    sleep 0.5
+    kill -INT "$cap_pid"; wait "$cap_pid" 2>/dev/null; cap_pid=""
+    mads=$(env -u LD_PRELOAD tshark -r "$work/link.pcap" -Y "infiniband.bth.destqp == 1" -T fields -e frame.number 2>/dev/null | wc -l)
+    echo "CM MADs on the link: $mads; $(env -u LD_PRELOAD tshark -r "$work/link.pcap" -Y "infiniband.bth.destqp == 1" 2>/dev/null | grep -oE 'CM: [A-Za-z]+' | sort | uniq -c | xargs)"
+    ((mads > 0)) || { echo "no CM MAD on the link"; exit 1; }
+    pcap=2  # checked below like any capture
+  fi
+fi
+[[ $kind == cm ]] && pairs=0
 flag=-g
 [[ $kind == perftest ]] && flag=-x
 # Each pair has its own TCP port for the tools' own exchange; with several,
@@ -201,13 +250,15 @@ sys.exit(1 if bad or not frames else 0)
 PY
 }
 
-if ((pcap)); then
+if ((pcap == 1)); then
   sleep 0.5
   kill -INT "$cap_pid"
   for _ in $(seq 100); do kill -0 "$cap_pid" 2>/dev/null || break; sleep 0.1; done
   kill -KILL "$cap_pid" 2>/dev/null
   wait "$cap_pid" 2>/dev/null
   cap_pid=""
+fi
+if ((pcap)); then
   check_capture "$work/link.pcap" || exit 1
 fi
 if ((self_pcap)); then

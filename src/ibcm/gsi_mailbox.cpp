@@ -1,0 +1,104 @@
+#include "gsi_mailbox.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "cm_messages.hpp"
+#include "cma_header.hpp"
+
+namespace softverbs::ibcm {
+
+std::string domain_name() {
+  const char* domain = std::getenv("SOFTVERBS_DOMAIN");
+  if (domain && *domain) return domain;
+  return "uid" + std::to_string(getuid());
+}
+
+const char* port_space_name(uint16_t port_space) {
+  switch (static_cast<PortSpace>(port_space)) {
+    case PortSpace::Tcp: return "tcp";
+    case PortSpace::Udp: return "udp";
+    case PortSpace::Ipoib: return "ipoib";
+    case PortSpace::Ib: return "ib";
+  }
+  return "ps";
+}
+
+std::string address_text(const sockaddr* addr) {
+  char text[INET6_ADDRSTRLEN] = "";
+  if (addr->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(addr)->sin_addr, text, sizeof text);
+    return text;
+  }
+  const in6_addr& a6 = reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr;
+  if (IN6_IS_ADDR_V4MAPPED(&a6)) {
+    inet_ntop(AF_INET, &a6.s6_addr[12], text, sizeof text);
+    return text;
+  }
+  inet_ntop(AF_INET6, &a6, text, sizeof text);
+  return std::string("[") + text + "]";
+}
+
+std::string service_name(const char* kind, uint16_t port_space, const std::string& address, uint16_t port) {
+  return "softverbs-" + domain_name() + "-" + kind + "-" + port_space_name(port_space) + "-" + address + ":" +
+         std::to_string(port);
+}
+
+std::vector<std::string> service_names(const char* kind, uint16_t port_space, const sockaddr* dst) {
+  uint16_t port = 0;
+  bool v4 = dst->sa_family == AF_INET;
+  if (v4) {
+    port = ntohs(reinterpret_cast<const sockaddr_in*>(dst)->sin_port);
+  } else {
+    const auto* sin6 = reinterpret_cast<const sockaddr_in6*>(dst);
+    port = ntohs(sin6->sin6_port);
+    v4 = IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr);
+  }
+  return {service_name(kind, port_space, address_text(dst), port),
+          service_name(kind, port_space, v4 ? "0.0.0.0" : "[::]", port),
+          service_name(kind, port_space, "*", port)};
+}
+
+std::string comm_id_mailbox(uint32_t comm_id) {
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", comm_id);
+  return "softverbs-" + domain_name() + "-gsi-id-" + hex;
+}
+
+namespace {
+
+// A REQ's or SIDR REQ's listeners: the service ID gives the port space and
+// port, the rdma_cm header at the start of the private data the address.
+std::vector<std::string> listeners_for(uint64_t service_id, std::span<const uint8_t> private_data) {
+  auto service = parse_ip_service_id(service_id);
+  auto header = decode_cma_header(private_data);
+  if (!service || !header) return {};
+  sockaddr_storage src, dst;
+  to_sockaddrs(*header, service->port, src, dst);
+  return service_names("gsi", static_cast<uint16_t>(service->port_space), reinterpret_cast<sockaddr*>(&dst));
+}
+
+}  // namespace
+
+std::vector<std::string> mailboxes_for(std::span<const uint8_t> mad) {
+  CmMessage msg;
+  if (decode(mad, msg) != DecodeError::None) return {};
+  return std::visit(
+      [](const auto& m) -> std::vector<std::string> {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, Req> || std::is_same_v<T, SidrReq>)
+          return listeners_for(m.service_id, m.private_data);
+        else if constexpr (std::is_same_v<T, SidrRep>)
+          return {comm_id_mailbox(m.request_id)};
+        else
+          return {comm_id_mailbox(m.remote_comm_id)};
+      },
+      msg.body);
+}
+
+}  // namespace softverbs::ibcm

@@ -1,0 +1,72 @@
+// How a CM MAD that reached this host finds the process it is for.
+//
+// Between hosts, connection management travels as CM MADs in UD packets to
+// QP1 (the GSI). The kernel's CM answers QP1 for the whole host; softverbs
+// has no kernel part, so whichever process receives a QP1 packet on UDP 4791
+// (the network transport's port group) posts the MAD to a *mailbox*: an
+// abstract-namespace unix datagram socket held by the connection manager of
+// the process it is for:
+//
+//   softverbs-<domain>-gsi-<ps>-<address>:<port>   a listener (REQ, SIDR REQ),
+//                                                  named as the rendezvous
+//                                                  names it (cm_address.hpp)
+//   softverbs-<domain>-gsi-id-<comm id, 8 hex>     a connection (every other
+//                                                  message names the local
+//                                                  communication ID of its
+//                                                  receiver)
+//
+// Each mailbox datagram is a MailboxHeader (where the packet came from)
+// followed by the 256-byte MAD. Abstract names belong to the network
+// namespace and vanish with their process, as the rendezvous names do.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "mad_header.hpp"
+
+namespace softverbs::ibcm {
+
+struct MailboxHeader {
+  uint32_t magic = kMagic;
+  uint8_t src_ip[16]{};  // IPv6, or IPv4 as ::ffff:a.b.c.d
+  uint8_t dst_ip[16]{};
+  uint8_t traffic_class = 0;
+  uint8_t hop_limit = 0;
+  uint16_t pkey = 0xffff;
+  uint32_t src_qpn = 0;
+
+  static constexpr uint32_t kMagic = 0x53564731;  // "SVG1"
+};
+
+inline constexpr size_t kMailboxDatagram = sizeof(MailboxHeader) + kMadSize;
+
+// SOFTVERBS_DOMAIN, or uid<N>: who may share softverbs state.
+std::string domain_name();
+
+// "tcp", "udp", "ipoib", "ib" for rdma_cm's port spaces (RDMA_PS_*).
+const char* port_space_name(uint16_t port_space);
+// An address as names spell it: "10.0.0.1", "[fe80::1]" (IPv4-mapped IPv6
+// addresses as IPv4).
+std::string address_text(const sockaddr* addr);
+
+// softverbs-<domain>-<kind>-<ps>-<address>:<port>; kind "cm" (rendezvous) or "gsi".
+std::string service_name(const char* kind, uint16_t port_space, const std::string& address, uint16_t port);
+// The names a connection to `dst` (port included) tries, most specific
+// first: the address, its family's wildcard, the dual-stack wildcard "*".
+std::vector<std::string> service_names(const char* kind, uint16_t port_space, const sockaddr* dst);
+
+std::string comm_id_mailbox(uint32_t comm_id);
+
+// The mailboxes a CM MAD is for, in the order to try (a REQ or SIDR REQ:
+// its listeners, from its service ID and rdma_cm header; any other message:
+// the communication ID it names as its receiver's). Empty when the MAD is
+// not a CM message or not an rdma_cm one.
+std::vector<std::string> mailboxes_for(std::span<const uint8_t> mad);
+
+}  // namespace softverbs::ibcm

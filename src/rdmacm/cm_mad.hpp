@@ -1,0 +1,26 @@
+// The rendezvous messages (cm_wire.hpp) as IB CM MADs and back: what an id
+// that talks to another host sends to its QP1 and reads from its mailbox
+// (cm_network.cpp). The state machine (cm_protocol.cpp) sees the same
+// WireMessage either way.
+#pragma once
+
+#include <optional>
+
+#include "cm_state.hpp"
+#include "cm_wire.hpp"
+#include "ibcm/cm_messages.hpp"
+#include "ibcm/gsi_mailbox.hpp"
+
+namespace softverbs::rdmacm {
+
+// The CM message for `msg`, from `id` to its peer (comm IDs, service ID,
+// rdma_cm header, path from the id). nullopt for a message type the CM
+// has no MAD for.
+std::optional<ibcm::CmMessage> mad_from(const Id* id, const WireMessage& msg);
+
+// The rendezvous message a received MAD stands for; `from` says where the
+// packet came from (the peer's GID). nullopt for MADs the state machine
+// does not take (MRA, DREP, unsupported transports).
+std::optional<WireMessage> message_from_mad(const ibcm::CmMessage& mad, const ibcm::MailboxHeader& from);
+
+}  // namespace softverbs::rdmacm

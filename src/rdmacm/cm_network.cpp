@@ -1,0 +1,509 @@
+// The connection manager between hosts: IB CM MADs to the peer's QP1, over
+// RoCEv2 (docs/ARCHITECTURE.md, "Connection manager", "Between hosts").
+//
+// Out: each MAD leaves as a RoCEv2 UD SEND from QP1 with the GSI Q_Key,
+// built with the wire codec and sent from a UDP socket of this library (the
+// kernel writes IP and UDP; the ICRC covers them, so it is computed for the
+// socket's port). In: whichever softverbs process on this host receives a
+// QP1 packet posts the MAD to the mailbox it names (ibcm/gsi_mailbox.hpp): a
+// listener's, by service ID and address, or an id's, by communication ID.
+// Both are datagram sockets in the id's channel, so MADs are read where
+// every other CM event is made: in the thread that pumps the channel.
+//
+// MADs can be lost: a REQ, REP, DREQ or SIDR REQ is sent again on a timer
+// until its answer comes (a repeated REQ is answered with the REP again, a
+// repeated REP with the RTU again, every DREQ with a DREP), and the
+// connection fails with UNREACHABLE (-ETIMEDOUT), as Linux's CM reports it,
+// when retries run out.
+#include "cm_network.hpp"
+
+#include <arpa/inet.h>
+#include <poll.h>
+#include <endian.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "cm_address.hpp"
+#include "cm_device.hpp"
+#include "cm_mad.hpp"
+#include "cm_protocol.hpp"
+#include "cm_qp.hpp"
+#include "net/roce_datagram.h"
+#include "net/roce_opcode.h"
+#include "net/udp_sport.h"
+#include "util/kernel_socket.h"
+
+namespace softverbs::rdmacm {
+namespace {
+
+namespace net = sv::net;
+
+// First retry after 1 s, doubling to 4 s: 8 retries give up after ~25 s.
+constexpr int kFirstRetryMs = 1000;
+constexpr int kMaxRetryMs = 4000;
+constexpr int kRetries = 8;
+
+std::mt19937& rng() {
+  static std::mt19937 r{std::random_device{}()};
+  return r;
+}
+
+// Every id with a network link (passive duplicates are found here).
+std::vector<Id*>& net_ids() {
+  static auto* ids = new std::vector<Id*>;
+  return *ids;
+}
+
+in6_addr ip_of(const sockaddr* addr) {
+  in6_addr out{};
+  sockaddr_storage norm = normalized(addr);
+  if (norm.ss_family == AF_INET) {
+    out.s6_addr[10] = out.s6_addr[11] = 0xff;
+    std::memcpy(&out.s6_addr[12], &reinterpret_cast<sockaddr_in*>(&norm)->sin_addr, 4);
+  } else {
+    out = reinterpret_cast<sockaddr_in6*>(&norm)->sin6_addr;
+  }
+  return out;
+}
+
+// The UDP socket MADs leave from, one per family, bound to an ephemeral port.
+struct MadSocket {
+  int fd = -1;
+  uint16_t port = 0;
+};
+
+MadSocket& mad_socket(bool v4) {
+  static MadSocket sockets[2];
+  static pid_t owner = 0;
+  if (owner != getpid()) {  // a fork child makes its own
+    sockets[0] = sockets[1] = MadSocket{};
+    owner = getpid();
+  }
+  MadSocket& s = sockets[v4 ? 0 : 1];
+  if (s.fd >= 0) return s;
+  int fd = sv::kernel_socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return s;
+  int on = 1;
+  sockaddr_storage any{};
+  socklen_t len;
+  if (v4) {
+    int df = IP_PMTUDISC_DO;  // DF: IP ID 0, as the ICRC assumes
+    setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &df, sizeof df);
+    any.ss_family = AF_INET;
+    len = sizeof(sockaddr_in);
+  } else {
+    int df = IPV6_PMTUDISC_DO;
+    setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &df, sizeof df);
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on);
+    any.ss_family = AF_INET6;
+    len = sizeof(sockaddr_in6);
+  }
+  if (bind(fd, reinterpret_cast<sockaddr*>(&any), len) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&any), &len) != 0) {
+    close(fd);
+    return s;
+  }
+  s.fd = fd;
+  s.port = v4 ? ntohs(reinterpret_cast<sockaddr_in*>(&any)->sin_port)
+              : ntohs(reinterpret_cast<sockaddr_in6*>(&any)->sin6_port);
+  return s;
+}
+
+// One MAD to QP1 of `dst`, from `src` (the source address is chosen with
+// IP_PKTINFO: the ICRC covers it).
+bool send_to_qp1(const in6_addr& src, const in6_addr& dst, uint8_t tclass, const uint8_t* mad) {
+  const bool v4 = IN6_IS_ADDR_V4MAPPED(&dst);
+  MadSocket& s = mad_socket(v4);
+  if (s.fd < 0) return false;
+  static uint32_t psn = rng()();
+  net::RocePacket pkt;
+  pkt.bth.opcode = net::kTransportUd | net::kSendOnly;
+  pkt.bth.dest_qp = ibcm::kGsiQpn;
+  pkt.bth.psn = psn++ & 0xffffff;
+  pkt.deth.qkey = ibcm::kGsiQkey;
+  pkt.deth.src_qp = ibcm::kGsiQpn;
+  uint8_t buf[net::kDatagramHeadroom + net::kDatagramOverhead + ibcm::kMadSize];
+  net::DatagramAddrs a;
+  a.src_ip = src;
+  a.dst_ip = dst;
+  a.src_port = s.port;
+  a.dst_port = net::kRoceUdpPort;
+  const size_t n = net::build_datagram(a, pkt, mad, ibcm::kMadSize, buf);
+  if (!n) return false;
+
+  sockaddr_storage to{};
+  socklen_t to_len;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(in6_pktinfo)) + CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  iovec iov{buf + net::kDatagramHeadroom, n};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  cmsghdr* c;
+  if (v4) {
+    auto* sin = reinterpret_cast<sockaddr_in*>(&to);
+    sin->sin_family = AF_INET;
+    sin->sin_port = htons(net::kRoceUdpPort);
+    std::memcpy(&sin->sin_addr, &dst.s6_addr[12], 4);
+    to_len = sizeof *sin;
+    msg.msg_controllen = CMSG_SPACE(sizeof(in_pktinfo)) + CMSG_SPACE(sizeof(int));
+    c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = IPPROTO_IP;
+    c->cmsg_type = IP_PKTINFO;
+    c->cmsg_len = CMSG_LEN(sizeof(in_pktinfo));
+    in_pktinfo info{};
+    std::memcpy(&info.ipi_spec_dst, &src.s6_addr[12], 4);
+    std::memcpy(CMSG_DATA(c), &info, sizeof info);
+    c = CMSG_NXTHDR(&msg, c);
+    c->cmsg_level = IPPROTO_IP;
+    c->cmsg_type = IP_TOS;
+  } else {
+    auto* sin6 = reinterpret_cast<sockaddr_in6*>(&to);
+    sin6->sin6_family = AF_INET6;
+    sin6->sin6_port = htons(net::kRoceUdpPort);
+    sin6->sin6_addr = dst;
+    to_len = sizeof *sin6;
+    msg.msg_controllen = CMSG_SPACE(sizeof(in6_pktinfo)) + CMSG_SPACE(sizeof(int));
+    c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = IPPROTO_IPV6;
+    c->cmsg_type = IPV6_PKTINFO;
+    c->cmsg_len = CMSG_LEN(sizeof(in6_pktinfo));
+    in6_pktinfo info{};
+    info.ipi6_addr = src;
+    std::memcpy(CMSG_DATA(c), &info, sizeof info);
+    c = CMSG_NXTHDR(&msg, c);
+    c->cmsg_level = IPPROTO_IPV6;
+    c->cmsg_type = IPV6_TCLASS;
+  }
+  const int tc = tclass;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &tc, sizeof tc);
+  msg.msg_name = &to;
+  msg.msg_namelen = to_len;
+  return sendmsg(s.fd, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(n);
+}
+
+// A datagram socket bound to an abstract name; -1 with errno.
+int bind_mailbox(const std::string& name) {
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return -1;
+  socklen_t len;
+  sockaddr_un un = unix_name(name, &len);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&un), len) != 0) {
+    int err = errno;
+    close(fd);
+    errno = err;
+    return -1;
+  }
+  return fd;
+}
+
+// A fresh local communication ID and the mailbox that holds it.
+int open_mailbox(Id* id) {
+  if (id->net.mailbox >= 0) return 0;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    uint32_t comm_id = rng()();
+    if (comm_id == 0) continue;
+    int fd = bind_mailbox(ibcm::comm_id_mailbox(comm_id));
+    if (fd < 0 && errno == EADDRINUSE) continue;
+    if (fd < 0) return -1;
+    id->net.local_comm_id = comm_id;
+    id->net.mailbox = fd;
+    id->net.mailbox_watch = watch_add(channel_of(id->pub.channel), WatchKind::Mailbox, fd, id);
+    return 0;
+  }
+  errno = EADDRINUSE;
+  return -1;
+}
+
+void stop_retrying(Id* id) {
+  NetLink& n = id->net;
+  n.awaiting = false;
+  if (n.timer_fd >= 0) {
+    itimerspec off{};
+    timerfd_settime(n.timer_fd, 0, &off, nullptr);
+  }
+}
+
+void arm_retry(Id* id, int ms) {
+  NetLink& n = id->net;
+  if (n.timer_fd < 0) {
+    n.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (n.timer_fd < 0) return;
+    n.timer_watch = watch_add(channel_of(id->pub.channel), WatchKind::RetryTimer, n.timer_fd, id);
+  }
+  itimerspec spec{};
+  spec.it_value.tv_sec = ms / 1000;
+  spec.it_value.tv_nsec = (ms % 1000) * 1000000L;
+  timerfd_settime(n.timer_fd, 0, &spec, nullptr);
+}
+
+bool send_mad(Id* id, const ibcm::CmMessage& mad, std::array<uint8_t, ibcm::kMadSize>* copy = nullptr) {
+  const auto bytes = ibcm::encode(mad);
+  if (copy) *copy = bytes;
+  return send_to_qp1(id->net.local_ip, id->net.peer_ip, id->tos, bytes.data());
+}
+
+// Messages that wait for an answer from the peer's CM.
+bool expects_answer(MessageType t) {
+  return t == MessageType::Req || t == MessageType::SidrReq || t == MessageType::Rep || t == MessageType::Dreq;
+}
+
+void answer_dreq(Id* id) {
+  ibcm::CmMessage drep;
+  drep.transaction_id = id->net.transaction_id;
+  ibcm::Drep d;
+  d.local_comm_id = id->net.local_comm_id;
+  d.remote_comm_id = id->net.remote_comm_id;
+  drep.body = d;
+  send_mad(id, drep);
+}
+
+// Reads one mailbox datagram; false when none is there.
+bool read_mailbox(int fd, ibcm::MailboxHeader* from, ibcm::CmMessage* mad) {
+  for (;;) {
+    uint8_t buf[ibcm::kMailboxDatagram];
+    ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n < 0) return false;
+    if (n != static_cast<ssize_t>(sizeof buf)) continue;
+    std::memcpy(from, buf, sizeof *from);
+    if (from->magic != ibcm::MailboxHeader::kMagic) continue;
+    if (ibcm::decode(std::span<const uint8_t>(buf + sizeof *from, ibcm::kMadSize), *mad) != ibcm::DecodeError::None)
+      continue;
+    return true;
+  }
+}
+
+}  // namespace
+
+bool is_remote(const Id* id) {
+  Device* device;
+  int index;
+  const sockaddr* dst = &id->pub.route.addr.dst_addr;
+  return !address_is_any(dst) && !find_device(dst, &device, &index);
+}
+
+int ensure_network(Device* device) {
+  if (!device) return 0;
+  if (device->anchor_qp) return 0;
+  ibv_pd* pd = default_pd(device);
+  if (!pd) return -1;
+  device->anchor_cq = ibv_create_cq(device->context, 1, nullptr, nullptr, 0);
+  if (!device->anchor_cq) return -1;
+  ibv_qp_init_attr init{};
+  init.qp_type = IBV_QPT_UD;
+  init.send_cq = init.recv_cq = device->anchor_cq;
+  init.cap.max_send_wr = init.cap.max_recv_wr = 1;
+  init.cap.max_send_sge = init.cap.max_recv_sge = 1;
+  ibv_qp* qp = ibv_create_qp(pd, &init);
+  if (!qp) return -1;
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_INIT;
+  attr.port_num = 1;
+  attr.qkey = RDMA_UDP_QKEY;
+  if (ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) != 0) return -1;
+  attr = {};
+  attr.qp_state = IBV_QPS_RTR;  // what makes the transport listen
+  if (ibv_modify_qp(qp, &attr, IBV_QP_STATE) != 0) return -1;
+  device->anchor_qp = qp;
+  return 0;
+}
+
+int net_listen(Id* listener) {
+  const sockaddr* addr = &listener->pub.route.addr.src_addr;
+  if (!address_is_any(addr) && is_loopback(addr)) return 0;  // nobody else can reach it
+  if (listener->net.listen_mailbox >= 0) return 0;
+  Device* device = listener->device ? listener->device : first_device();
+  if (ensure_network(device) != 0) return -1;
+  int fd = bind_mailbox(bound_name(listener, addr, "gsi"));
+  if (fd < 0) return -1;
+  listener->net.listen_mailbox = fd;
+  listener->net.listen_watch =
+      watch_add(channel_of(listener->pub.channel), WatchKind::ListenMailbox, fd, listener);
+  net_ids().push_back(listener);
+  return 0;
+}
+
+int net_connect(Id* id, const WireMessage& req) {
+  NetLink& n = id->net;
+  n.active = true;
+  n.peer_ip = ip_of(&id->pub.route.addr.dst_addr);
+  n.local_ip = ip_of(&id->pub.route.addr.src_addr);
+  n.transaction_id = (uint64_t{rng()()} << 32) | rng()();
+  n.local_guid = be64toh(ibv_get_device_guid(id->pub.verbs->device));
+  if (std::find(net_ids().begin(), net_ids().end(), id) == net_ids().end()) net_ids().push_back(id);
+  if (ensure_network(id->device) != 0 || open_mailbox(id) != 0) return -1;
+  return net_send(id, req);
+}
+
+int net_send(Id* id, const WireMessage& msg) {
+  auto mad = mad_from(id, msg);
+  if (!mad) {
+    errno = EINVAL;
+    return -1;
+  }
+  NetLink& n = id->net;
+  const bool waits = expects_answer(msg.type) && !(msg.type == MessageType::Rep && id->pub.qp_type == IBV_QPT_UD);
+  bool ok = send_mad(id, *mad, waits ? &n.pending : msg.type == MessageType::Rtu ? &n.last_rtu : nullptr);
+  if (msg.type == MessageType::Rtu) n.sent_rtu = true;
+  if (waits) {
+    n.pending_type = msg.type;
+    n.awaiting = true;
+    n.retries_left = kRetries;
+    n.retry_ms = kFirstRetryMs;
+    arm_retry(id, n.retry_ms);
+  } else {
+    stop_retrying(id);  // whatever we waited for was answered
+  }
+  // A lost datagram is what the retries are for; only a socket that cannot
+  // send at all is an error.
+  if (!ok && mad_socket(IN6_IS_ADDR_V4MAPPED(&n.peer_ip)).fd < 0) return -1;
+  return 0;
+}
+
+void net_close(Id* id) {
+  NetLink& n = id->net;
+  if (n.active && n.mailbox >= 0) {
+    // Destroying a connected id disconnects it, as the kernel's CM does.
+    if (id->state == IdState::Established || id->state == IdState::Accepted ||
+        id->state == IdState::ResponseReceived) {
+      WireMessage dreq = message_from(id, MessageType::Dreq);
+      if (auto mad = mad_from(id, dreq)) {
+        send_mad(id, *mad, &n.pending);
+        n.awaiting = true;
+        n.pending_type = MessageType::Dreq;
+      }
+    }
+    // A DREQ not yet answered: the kernel's CM would go on sending it after
+    // the process is gone; here the id lingers a little for the DREP (the
+    // peer waits for DISCONNECTED otherwise), sending it again twice.
+    for (int attempt = 0; n.awaiting && n.pending_type == MessageType::Dreq && attempt < 3; ++attempt) {
+      if (attempt) send_to_qp1(n.local_ip, n.peer_ip, id->tos, n.pending.data());
+      pollfd p{n.mailbox, POLLIN, 0};
+      if (poll(&p, 1, 300) <= 0) continue;
+      ibcm::MailboxHeader from;
+      ibcm::CmMessage mad;
+      while (read_mailbox(n.mailbox, &from, &mad))
+        if (std::get_if<ibcm::Drep>(&mad.body) || std::get_if<ibcm::Dreq>(&mad.body)) n.awaiting = false;
+    }
+  }
+  watch_remove(n.mailbox_watch);
+  watch_remove(n.listen_watch);
+  watch_remove(n.timer_watch);
+  for (int* fd : {&n.mailbox, &n.listen_mailbox, &n.timer_fd}) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+  }
+  std::erase(net_ids(), id);
+}
+
+void on_retry_timer(Id* id) {
+  NetLink& n = id->net;
+  uint64_t expirations;
+  if (read(n.timer_fd, &expirations, sizeof expirations) < 0 || !n.awaiting) return;
+  if (n.retries_left-- > 0) {
+    send_to_qp1(n.local_ip, n.peer_ip, id->tos, n.pending.data());
+    n.retry_ms = std::min(n.retry_ms * 2, kMaxRetryMs);
+    arm_retry(id, n.retry_ms);
+    return;
+  }
+  n.awaiting = false;
+  switch (id->state) {
+    case IdState::ConnectSent:
+    case IdState::Accepted:
+      // Linux's CM: REQ or REP timed out (IB_CM_REQ_ERROR / IB_CM_REP_ERROR).
+      id->state = IdState::Failed;
+      move_qp_to_error(id);
+      queue_event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+      break;
+    default:
+      break;  // a DREQ nobody answered: we are disconnected anyway
+  }
+}
+
+void on_mailbox_readable(Id* id) {
+  ibcm::MailboxHeader from;
+  ibcm::CmMessage mad;
+  while (id->net.mailbox >= 0 && read_mailbox(id->net.mailbox, &from, &mad)) {
+    NetLink& n = id->net;
+    if (std::get_if<ibcm::Mra>(&mad.body)) {  // the peer needs longer: start the retries over
+      if (n.awaiting) {
+        n.retries_left = kRetries;
+        arm_retry(id, kMaxRetryMs);
+      }
+      continue;
+    }
+    if (std::get_if<ibcm::Drep>(&mad.body)) {
+      stop_retrying(id);
+      continue;
+    }
+    auto msg = message_from_mad(mad, from);
+    if (!msg) continue;
+    if (const auto* rep = std::get_if<ibcm::Rep>(&mad.body)) {
+      if (id->state != IdState::ConnectSent) {
+        // A repeated REP: our RTU was lost.
+        if (n.sent_rtu) send_to_qp1(n.local_ip, n.peer_ip, id->tos, n.last_rtu.data());
+        continue;
+      }
+      n.remote_comm_id = rep->local_comm_id;
+    } else if (const auto* rej = std::get_if<ibcm::Rej>(&mad.body)) {
+      if (!n.remote_comm_id) n.remote_comm_id = rej->local_comm_id;
+    }
+    const bool dreq = msg->type == MessageType::Dreq;
+    if (!dreq || n.pending_type != MessageType::Dreq) stop_retrying(id);  // crossing DREQs: still want our DREP
+    handle(id, *msg);
+    if (dreq) answer_dreq(id);
+  }
+}
+
+void on_listen_mailbox_readable(Id* listener) {
+  ibcm::MailboxHeader from;
+  ibcm::CmMessage mad;
+  while (listener->net.listen_mailbox >= 0 && read_mailbox(listener->net.listen_mailbox, &from, &mad)) {
+    uint32_t remote_comm_id = 0;
+    uint64_t service_id = 0;
+    if (const auto* req = std::get_if<ibcm::Req>(&mad.body)) {
+      remote_comm_id = req->local_comm_id;
+      service_id = req->service_id;
+    } else if (const auto* sidr = std::get_if<ibcm::SidrReq>(&mad.body)) {
+      remote_comm_id = sidr->request_id;
+      service_id = sidr->service_id;
+    } else {
+      continue;
+    }
+    // A repeated request: the REP (or SIDR REP) we sent was lost, or is late.
+    auto known = std::find_if(net_ids().begin(), net_ids().end(), [&](const Id* c) {
+      return c != listener && c->net.active && c->net.remote_comm_id == remote_comm_id &&
+             std::memcmp(&c->net.peer_ip, from.src_ip, 16) == 0;
+    });
+    if (known != net_ids().end()) {
+      Id* child = *known;
+      if (child->net.awaiting) send_to_qp1(child->net.local_ip, child->net.peer_ip, child->tos, child->net.pending.data());
+      continue;
+    }
+    if (listener->state != IdState::Listening) continue;
+    auto msg = message_from_mad(mad, from);
+    if (!msg) continue;
+    Id* child = on_request(listener, -1, *msg);
+    if (!child) continue;
+    NetLink& n = child->net;
+    n.active = true;
+    n.remote_comm_id = remote_comm_id;
+    n.transaction_id = mad.transaction_id;
+    n.service_id = service_id;
+    std::memcpy(&n.peer_ip, from.src_ip, 16);
+    std::memcpy(&n.local_ip, from.dst_ip, 16);
+    if (child->pub.verbs) n.local_guid = be64toh(ibv_get_device_guid(child->pub.verbs->device));
+    net_ids().push_back(child);
+    if (open_mailbox(child) != 0) child->state = IdState::Failed;  // rdma_accept will report it
+  }
+}
+
+}  // namespace softverbs::rdmacm

@@ -1,0 +1,25 @@
+// The connection manager between hosts (cm_network.cpp): IB CM MADs to the
+// peer's QP1 and back through this process's mailboxes.
+#pragma once
+
+#include "cm_device.hpp"
+#include "cm_state.hpp"
+
+namespace softverbs::rdmacm {
+
+// Whether the id's destination is another host (no device here owns it).
+bool is_remote(const Id* id);
+// Makes the network transport run in this process (it then receives what
+// other hosts send to this host's QP1). 0, or -1 with errno.
+int ensure_network(Device* device);
+// A listener that other hosts can reach also gets a mailbox for its
+// service (nothing for loopback addresses). 0, or -1 with errno.
+int net_listen(Id* listener);
+// Starts the id's network link and sends its REQ or SIDR REQ.
+int net_connect(Id* id, const WireMessage& req);
+// Sends a message of an id with a network link as its MAD.
+int net_send(Id* id, const WireMessage& msg);
+// At destroy: a connected id sends a DREQ; the mailboxes and timer go.
+void net_close(Id* id);
+
+}  // namespace softverbs::rdmacm

@@ -1,0 +1,119 @@
+// QP1 on the network path. The kernel's CM answers QP1 for a whole host;
+// here whichever process receives a CM MAD (a UD SEND to QP1 with the GSI
+// Q_Key) posts it to the mailbox of the connection manager it is for
+// (ibcm/gsi_mailbox.hpp): a listener for a REQ or SIDR REQ, the addressed
+// communication ID for the rest. Where no mailbox takes it, the answer is
+// the one Linux's CM gives for an unknown service or connection: a REJ
+// (invalid service ID), a SIDR REP (unsupported), a DREP to a DREQ.
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "ibcm/cm_messages.hpp"
+#include "ibcm/gsi_mailbox.hpp"
+#include "net/roce_opcode.h"
+#include "transport/roce_engine.h"
+#include "util/log.h"
+
+namespace sv::roce {
+namespace {
+
+using softverbs::ibcm::CmMessage;
+
+int mailbox_socket() {
+  static int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  return fd;
+}
+
+// 1: posted; 0: no such mailbox; -1: the mailbox is full (its CM is busy:
+// the MAD is dropped, and the sender's retry comes later).
+int post(const std::string& name, const softverbs::ibcm::MailboxHeader& h, const uint8_t* mad) {
+  sockaddr_un un{};
+  un.sun_family = AF_UNIX;
+  const size_t n = std::min(name.size(), sizeof un.sun_path - 1);
+  std::memcpy(un.sun_path + 1, name.data(), n);  // leading NUL: abstract
+  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  uint8_t buf[softverbs::ibcm::kMailboxDatagram];
+  std::memcpy(buf, &h, sizeof h);
+  std::memcpy(buf + sizeof h, mad, softverbs::ibcm::kMadSize);
+  if (sendto(mailbox_socket(), buf, sizeof buf, MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&un), len) ==
+      static_cast<ssize_t>(sizeof buf))
+    return 1;
+  return errno == EAGAIN || errno == ENOBUFS ? -1 : 0;
+}
+
+// The CM's answer when nobody on this host owns what the MAD names.
+std::optional<CmMessage> answer_for_nobody(const CmMessage& in) {
+  using namespace softverbs::ibcm;
+  CmMessage out;
+  out.transaction_id = in.transaction_id;
+  if (const auto* req = std::get_if<Req>(&in.body)) {
+    Rej rej;
+    rej.remote_comm_id = req->local_comm_id;
+    rej.message_rejected = MessageResponded::Req;
+    rej.reason = static_cast<uint16_t>(RejReason::InvalidServiceId);
+    out.body = rej;
+  } else if (const auto* sidr = std::get_if<SidrReq>(&in.body)) {
+    SidrRep rep;
+    rep.request_id = sidr->request_id;
+    rep.service_id = sidr->service_id;
+    rep.status = static_cast<uint8_t>(SidrStatus::Unsupported);
+    out.body = rep;
+  } else if (const auto* dreq = std::get_if<Dreq>(&in.body)) {
+    Drep drep;
+    drep.local_comm_id = dreq->remote_comm_id;
+    drep.remote_comm_id = dreq->local_comm_id;
+    out.body = drep;
+  } else {
+    return std::nullopt;
+  }
+  return out;
+}
+
+}  // namespace
+
+void deliver_to_gsi(Engine& e, const net::RocePacket& pkt, const PacketAddrs& from) {
+  using namespace softverbs::ibcm;
+  if (pkt.bth.opcode != (net::kTransportUd | net::kSendOnly) || pkt.deth.qkey != kGsiQkey ||
+      pkt.payload_len < kMadSize) {
+    e.counters.add_device(kNoQp);
+    return;
+  }
+  MailboxHeader h;
+  std::memcpy(h.src_ip, &from.src, 16);
+  std::memcpy(h.dst_ip, &from.dst, 16);
+  h.traffic_class = from.traffic_class;
+  h.hop_limit = from.hop_limit;
+  h.pkey = pkt.bth.pkey;
+  h.src_qpn = pkt.deth.src_qp;
+  const std::span<const uint8_t> mad(pkt.payload, kMadSize);
+  for (const std::string& name : mailboxes_for(mad)) {
+    const int posted = post(name, h, pkt.payload);
+    if (posted > 0) return;
+    if (posted < 0) {
+      e.counters.add_device(kNoQp);
+      return;
+    }
+  }
+  CmMessage in;
+  if (decode(mad, in) != DecodeError::None) {
+    e.counters.add_device(kNoQp);
+    return;
+  }
+  auto out = answer_for_nobody(in);
+  if (!out) return;  // a late answer for a connection that is gone
+  const auto bytes = encode(*out);
+  net::RocePacket reply;
+  reply.bth.opcode = net::kTransportUd | net::kSendOnly;
+  reply.bth.dest_qp = pkt.deth.src_qp;
+  reply.bth.pkey = pkt.bth.pkey;
+  reply.deth.qkey = kGsiQkey;
+  reply.deth.src_qp = kGsiQpn;
+  EngineLock g(e);
+  e.transmit(kGsiQpn, from.dst, from.src, from.traffic_class, reply, bytes.data(), bytes.size());
+}
+
+}  // namespace sv::roce
