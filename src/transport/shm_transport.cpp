@@ -4,13 +4,26 @@
 #include "core/gid_table.h"
 #include "core/multicast.h"
 #include "core/responder.h"
+#include "transport/roce_capture.h"
+#include "transport/shm_capture.h"
 
 namespace sv {
 
+ShmTransport::ShmTransport(shm::Host& host) : host_(host), capture_(roce::Capture::get().enabled()) {}
+
 Response ShmTransport::deliver(const Message& m) {
+  if (__builtin_expect(capture_, 0)) return deliver_captured(m);
   if (m.qp_type == IBV_QPT_UD && m.dst_qpn == shm::kMulticastQpn && gid_is_multicast(m.dst->dgid))
     return deliver_to_group(m);
   return deliver_to_qp(m);
+}
+
+// The initiator writes the whole exchange, request and answer (shm_capture.h).
+Response ShmTransport::deliver_captured(const Message& m) {
+  const bool group = m.qp_type == IBV_QPT_UD && m.dst_qpn == shm::kMulticastQpn && gid_is_multicast(m.dst->dgid);
+  const Response r = group ? deliver_to_group(m) : deliver_to_qp(m);
+  roce::capture_shm_exchange(m, r);
+  return r;
 }
 
 // Every QP of the host attached to the group gets its own copy (the sender

@@ -12,15 +12,19 @@ namespace sv {
 
 class ShmTransport final : public Transport {
  public:
-  explicit ShmTransport(shm::Host& host) : host_(host) {}
+  explicit ShmTransport(shm::Host& host);
   const char* name() const override { return "shm"; }
   Response deliver(const Message& m) override;
 
  private:
   Response deliver_to_qp(const Message& m);
   Response deliver_to_group(const Message& m);
+  Response deliver_captured(const Message& m);
 
   shm::Host& host_;
+  // SOFTVERBS_PCAP is set: every exchange is also written as RoCEv2 packets
+  // (shm_capture.h). Read once, so an unset variable costs one branch.
+  const bool capture_;
 };
 
 
