@@ -26,6 +26,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <deque>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -281,6 +283,55 @@ bool read_mailbox(int fd, ibcm::MailboxHeader* from, ibcm::CmMessage* mad) {
   }
 }
 
+// A destroyed id whose DREQ is not answered yet.
+struct Orphan {
+  int mailbox;
+  in6_addr local_ip, peer_ip;
+  uint8_t tos;
+  std::array<uint8_t, ibcm::kMadSize> dreq;
+};
+
+std::deque<Orphan>& orphans() {
+  static auto* list = new std::deque<Orphan>;
+  return *list;
+}
+
+// At exit: each orphan's DREQ goes again (up to twice, 300 ms apart) until
+// its DREP comes, so a peer whose DREQ was lost still learns of the end.
+void linger_for_dreps() {
+  CmLock lock(cm_mutex());
+  for (int round = 0; round < 3 && !orphans().empty(); ++round) {
+    std::vector<pollfd> fds;
+    for (auto it = orphans().begin(); it != orphans().end();) {
+      ibcm::MailboxHeader from;
+      ibcm::CmMessage mad;
+      bool answered = false;
+      while (read_mailbox(it->mailbox, &from, &mad))
+        answered |= std::get_if<ibcm::Drep>(&mad.body) || std::get_if<ibcm::Dreq>(&mad.body);
+      if (answered) {
+        close(it->mailbox);
+        it = orphans().erase(it);
+        continue;
+      }
+      if (round) send_to_qp1(it->local_ip, it->peer_ip, it->tos, it->dreq.data());
+      fds.push_back(pollfd{it->mailbox, POLLIN, 0});
+      ++it;
+    }
+    if (!fds.empty()) poll(fds.data(), fds.size(), 300);
+  }
+}
+
+void adopt_orphan(Orphan o) {
+  static bool registered = (std::atexit(linger_for_dreps), true);
+  (void)registered;
+  constexpr size_t kMaxOrphans = 64;  // the oldest give up first
+  if (orphans().size() == kMaxOrphans) {
+    close(orphans().front().mailbox);
+    orphans().pop_front();
+  }
+  orphans().push_back(o);
+}
+
 }  // namespace
 
 bool is_remote(const Id* id) {
@@ -381,17 +432,12 @@ void net_close(Id* id) {
         n.pending_type = MessageType::Dreq;
       }
     }
-    // A DREQ not yet answered: the kernel's CM would go on sending it after
-    // the process is gone; here the id lingers a little for the DREP (the
-    // peer waits for DISCONNECTED otherwise), sending it again twice.
-    for (int attempt = 0; n.awaiting && n.pending_type == MessageType::Dreq && attempt < 3; ++attempt) {
-      if (attempt) send_to_qp1(n.local_ip, n.peer_ip, id->tos, n.pending.data());
-      pollfd p{n.mailbox, POLLIN, 0};
-      if (poll(&p, 1, 300) <= 0) continue;
-      ibcm::MailboxHeader from;
-      ibcm::CmMessage mad;
-      while (read_mailbox(n.mailbox, &from, &mad))
-        if (std::get_if<ibcm::Drep>(&mad.body) || std::get_if<ibcm::Dreq>(&mad.body)) n.awaiting = false;
+    // A DREQ not yet answered: the kernel's CM goes on sending it after the
+    // id (and its process) are gone. Here the id's mailbox stays open as an
+    // orphan, and the process waits a little for the DREP at exit.
+    if (n.awaiting && n.pending_type == MessageType::Dreq) {
+      adopt_orphan(Orphan{n.mailbox, n.local_ip, n.peer_ip, id->tos, n.pending});
+      n.mailbox = -1;
     }
   }
   watch_remove(n.mailbox_watch);

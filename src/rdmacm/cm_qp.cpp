@@ -180,7 +180,10 @@ int qp_attributes_for(Id* id, ibv_qp_attr* qp_attr, int* qp_attr_mask) {
       qp_attr->ah_attr.port_num = id->pub.port_num ? id->pub.port_num : 1;
       qp_attr->path_mtu = static_cast<ibv_mtu>(id->path_mtu);
       qp_attr->dest_qp_num = id->remote_qpn;
-      qp_attr->rq_psn = id->remote_psn;
+      // A CM message's Starting PSN is what its sender will receive first
+      // (Linux cm.c: the REQ's is the active side's rq_psn and the passive
+      // side's sq_psn; the REP's the other way round).
+      qp_attr->rq_psn = id->psn;
       mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
       // As the kernel's IB CM (cm_init_qp_rtr_attr): the responders of RC and XRC.
       if (id->pub.qp_type == IBV_QPT_RC || id->pub.qp_type == IBV_QPT_XRC_RECV) {
@@ -190,7 +193,7 @@ int qp_attributes_for(Id* id, ibv_qp_attr* qp_attr, int* qp_attr_mask) {
       }
       break;
     case IBV_QPS_RTS:
-      qp_attr->sq_psn = is_ud(id) ? 0 : id->psn;
+      qp_attr->sq_psn = is_ud(id) ? 0 : id->remote_psn;
       mask |= IBV_QP_SQ_PSN;
       if (is_ud(id)) break;
       if (!id->connected_info) return fail(EINVAL);

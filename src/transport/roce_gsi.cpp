@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
 #include "ibcm/cm_messages.hpp"
 #include "ibcm/gsi_mailbox.hpp"
@@ -43,6 +44,26 @@ int post(const std::string& name, const softverbs::ibcm::MailboxHeader& h, const
       static_cast<ssize_t>(sizeof buf))
     return 1;
   return errno == EAGAIN || errno == ENOBUFS ? -1 : 0;
+}
+
+// A REQ (or SIDR REQ) that found no listener is dropped the first time and
+// rejected when it comes again (the sender's retry, 1 s later): a program
+// that closes a listener and opens another on the same port (perftest -R
+// does, between its two connections) is not caught between the two, where
+// Linux's CM is quick enough never to be seen there.
+bool seen_before(const in6_addr& from, uint32_t request_id) {
+  struct Seen {
+    in6_addr from;
+    uint32_t id;
+  };
+  static std::mutex mu;
+  static Seen recent[64];
+  static size_t next = 0;
+  std::lock_guard g(mu);
+  for (const Seen& r : recent)
+    if (r.id == request_id && std::memcmp(&r.from, &from, sizeof from) == 0) return true;
+  recent[next++ % 64] = Seen{from, request_id};
+  return false;
 }
 
 // The CM's answer when nobody on this host owns what the MAD names.
@@ -103,6 +124,10 @@ void deliver_to_gsi(Engine& e, const net::RocePacket& pkt, const PacketAddrs& fr
     e.counters.add_device(kNoQp);
     return;
   }
+  uint32_t request_id = 0;
+  if (const auto* req = std::get_if<Req>(&in.body)) request_id = req->local_comm_id;
+  if (const auto* sidr = std::get_if<SidrReq>(&in.body)) request_id = sidr->request_id;
+  if (request_id && !seen_before(from.src, request_id)) return;
   auto out = answer_for_nobody(in);
   if (!out) return;  // a late answer for a connection that is gone
   const auto bytes = encode(*out);

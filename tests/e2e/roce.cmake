@@ -104,3 +104,7 @@ roce_cm_test(rstream_64k cm "rstream -S 65536 -C 20 -T v" "rstream -s @A -S 6553
 # (invalid service ID), as Linux's does (a listener on another port keeps a
 # softverbs process, hence a CM, in host A).
 roce_cm_test(rejected FAILS cm "rping -s -a @A -p 7000 -C 1" "rping -c -a @A -p 7001 -C 1" "REJECTED")
+# rping over rdma_cm: the guest's kernel IB CM and our librdmacm exchange
+# REQ/REP/RTU/DREQ/DREP as CM MADs on QP1, then RDMA READ/WRITE/SEND.
+rxe_interop_test(rping_softverbs_server rping softverbs-server -C 10 -v)
+rxe_interop_test(rping_softverbs_client rping softverbs-client -C 10 -v)

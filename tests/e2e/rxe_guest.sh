@@ -23,8 +23,10 @@ unset LD_LIBRARY_PATH LD_PRELOAD
 here=$(cd "$(dirname "$0")" && pwd)
 init_script=$here/rxe_guest_init.sh
 cache=${SOFTVERBS_RXE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/softverbs-rxe}
-modules=(crc32_generic udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_rxe e1000)
-tools=(/usr/bin/ibv_rc_pingpong /usr/bin/ibv_ud_pingpong /usr/bin/ibv_devinfo /usr/bin/rdma)
+# (rdma_ucm and its dependencies, ib_cm and rdma_cm: the kernel's connection
+# manager, for rping.)
+modules=(crc32_generic udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_rxe e1000 rdma_ucm)
+tools=(/usr/bin/ibv_rc_pingpong /usr/bin/ibv_ud_pingpong /usr/bin/ibv_devinfo /usr/bin/rdma /usr/bin/rping)
 multiarch=x86_64-linux-gnu
 libibverbs=/usr/lib/$multiarch/libibverbs.so.1
 provider=/usr/lib/$multiarch/libibverbs/librxe-rdmav34.so
@@ -67,7 +69,12 @@ mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9   # one builder at a time (ctest -j runs the cases in parallel)
 
-if [[ ! -s $kdir/vmlinuz || ! -s $kdir/modules/order ]]; then
+missing_module() {  # a cache made before a module joined the list is rebuilt
+  local m
+  for m in "${modules[@]}"; do grep -qx "$m" "$kdir/modules/order" 2>/dev/null || return 0; done
+  return 1
+}
+if [[ ! -s $kdir/vmlinuz ]] || missing_module; then
   log "fetching $pkg $version"
   tmp=$(mktemp -d "$cache/.fetch.XXXXXX")
   trap 'rm -rf "$tmp"' EXIT
@@ -106,6 +113,8 @@ libs=()
 for f in "${tools[@]}" "$provider"; do
   while read -r lib; do libs+=("$lib"); done < <(ldd "$f" | sed -nE 's/.*=> (\/[^ ]+) .*/\1/p; s/^[[:space:]]*(\/[^ ]+) .*/\1/p')
 done
+# glibc loads libgcc_s at pthread_exit/cancel time (rping's threads): ldd cannot see it.
+libs+=("/usr/lib/$multiarch/libgcc_s.so.1")
 mapfile -t libs < <(printf '%s\n' "${libs[@]}" | sort -u)
 hash=$( { cat "$0" "$init_script" "$busybox" "$kdir/modules/order"
           for f in "${files[@]}" "${libs[@]}" "$driver_file"; do echo "$f"; cat "$f"; done; } | sha256sum | cut -c1-16)

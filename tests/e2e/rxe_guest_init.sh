@@ -62,7 +62,20 @@ fi
 say "GID index $gid"
 
 status=0
-if [ "$sv_role" = server ]; then
+if [ "$sv_tool" = rping ]; then
+  # rdma_cm through the kernel's IB CM: no GID or device option.
+  if [ "$sv_role" = server ]; then
+    timeout "$sv_timeout" rping -s -a "$sv_ip" $args &
+    pid=$!
+    sleep 1  # rping listens at once; it has no port to watch for
+    say "LISTENING"
+    wait $pid
+    status=$?
+  else
+    timeout "$sv_timeout" rping -c -a "$sv_peer" $args
+    status=$?
+  fi
+elif [ "$sv_role" = server ]; then
   timeout "$sv_timeout" "$sv_tool" -d rxe0 -g "$gid" $args &
   pid=$!
   i=0

@@ -3,11 +3,15 @@
 # in a qemu guest (rxe_guest.sh builds and caches it), both running Debian's
 # unmodified pingpong tools; softverbs' side through our libibverbs
 # (LD_LIBRARY_PATH), the guest's through Debian's libibverbs and rxe provider.
-#   rxe_interop.sh rc|ud softverbs-server|softverbs-client [TOOL ARGS (both sides)...]
+#   rxe_interop.sh rc|ud|rping softverbs-server|softverbs-client [TOOL ARGS (both sides)...]
+# rc, ud: ibv_rc_pingpong / ibv_ud_pingpong -g (both must print "iters in");
+# rping: rping -s/-c -a over rdma_cm, the guest's the kernel's IB CM, ours
+# librdmacm's (CM MADs on QP1 both ways; both must exit 0).
 # Everything runs in a network namespace created here and deleted on exit:
 # a bridge br0 with 10.94.0.1/24 (softverbs' side) and the tap of the guest
 # (10.94.0.2), so no packet reaches a real network. Both tools must exit 0
-# and print "iters in". tshark (when installed) captures br0; the RoCEv2
+# and print "iters in". tshark (when installed) captures tap0, the guest's
+# wire (br0 would show our UDP GSO sends before the kernel cuts them); the RoCEv2
 # packets are listed, checked for malformed ones, and each ICRC recomputed.
 # Environment:
 #   SOFTVERBS_RXE_ACCEL     qemu accelerator (default tcg)
@@ -20,9 +24,10 @@
 set -u
 kind=${1:-} role=${2:-}
 shift 2 || { echo "usage: $0 rc|ud softverbs-server|softverbs-client [ARGS...]"; exit 2; }
-case $kind in rc | ud) ;; *) echo "unknown kind $kind"; exit 2 ;; esac
+case $kind in rc | ud | rping) ;; *) echo "unknown kind $kind"; exit 2 ;; esac
 case $role in softverbs-server | softverbs-client) ;; *) echo "unknown role $role"; exit 2 ;; esac
 tool=ibv_${kind}_pingpong
+[[ $kind == rping ]] && tool=rping
 args=("$@")
 here=$(cd "$(dirname "$0")" && pwd)
 accel=${SOFTVERBS_RXE_ACCEL:-tcg}
@@ -75,7 +80,7 @@ gid=$(sed -nE "s/^[[:space:]]*GID\[ *([0-9]+)\]:[[:space:]]+::ffff:${host_ip//./
 echo "softverbs: GID index $gid for ::ffff:$host_ip; $(grep -m1 -E 'active_mtu' "$work/devinfo" | xargs)"
 
 if command -v tshark >/dev/null; then
-  ip netns exec "$ns" env -u LD_PRELOAD -u LD_LIBRARY_PATH tshark -i br0 -w "$work/br0.pcap" 2>"$work/tshark.err" &
+  ip netns exec "$ns" env -u LD_PRELOAD -u LD_LIBRARY_PATH tshark -i tap0 -w "$work/br0.pcap" 2>"$work/tshark.err" &
   cap_pid=$!
   for _ in $(seq 100); do grep -q "Capturing on" "$work/tshark.err" && break; sleep 0.1; done
 fi
@@ -86,7 +91,13 @@ append="console=ttyS0 quiet panic=-1 sv_role=$guest_role sv_tool=$tool sv_ip=$gu
 ((${#args[@]})) && append+=" sv_args=$(IFS=,; echo "${args[*]}")"
 
 run_host() {  # our side, in the namespace; its output in $work/softverbs.log
-  ip netns exec "$ns" timeout 180 "$tool" -g "$gid" -p "$port" "${args[@]}" "$@" >"$work/softverbs.log" 2>&1 &
+  if [[ $kind == rping ]]; then
+    local side=(-s -a "$host_ip")
+    [[ $# -gt 0 ]] && side=(-c -a "$1")
+    ip netns exec "$ns" timeout 180 rping "${side[@]}" "${args[@]}" >"$work/softverbs.log" 2>&1 &
+  else
+    ip netns exec "$ns" timeout 180 "$tool" -g "$gid" -p "$port" "${args[@]}" "$@" >"$work/softverbs.log" 2>&1 &
+  fi
   host_pid=$!
 }
 run_guest() {
@@ -138,8 +149,10 @@ echo "--- softverbs"
 cat "$work/softverbs.log"
 
 ok=1
-[[ $host_rc == 0 ]] && grep -q "iters in" "$work/softverbs.log" || ok=0
-[[ $guest_rc == 0 ]] && grep -q "iters in" "$work/guest.txt" || ok=0
+done_word="iters in"
+[[ $kind == rping ]] && done_word="RESULT exit=0"  # rping prints nothing on success without -v
+[[ $host_rc == 0 ]] && { [[ $kind == rping ]] || grep -q "$done_word" "$work/softverbs.log"; } || ok=0
+[[ $guest_rc == 0 ]] && grep -q "$done_word" "$work/guest.txt" || ok=0
 
 if [[ -s $work/br0.pcap ]]; then
   ts() { env -u LD_PRELOAD -u LD_LIBRARY_PATH tshark -r "$work/br0.pcap" --disable-heuristic rpcrdma_infiniband "$@" 2>/dev/null; }
