@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   iproute2 procps python3
   nftables                              # packet loss on the RoCEv2 test links (no netem in every kernel)
+  ethtool                               # captured test links cut UDP GSO sends before the capture sees them
   tshark                                # decodes our CM MADs independently (e2e_ibcm_tshark)
   ucx-utils libfabric-bin gnuplot-nox  # peers the benchmarks compare against, plots
   iperf3 qperf                          # the kernel's TCP and UDP on the RoCE benchmark's link

@@ -59,25 +59,43 @@ uint32_t id_bit_delta(unsigned b, size_t ip_len) {
                                crc32_combine(c0, 0, static_cast<z_off_t>(follows)));
 }
 
-// Whether `target` is a sum (xor) of some of the 16 ID-bit deltas.
-bool in_id_span(uint32_t target, size_t ip_len) {
+// The 16 ID-bit deltas for packets of `ip_len` bytes, and a reduced basis
+// of their span; one size at a time is what a flow of equal packets needs
+// (computing them takes microseconds: crc32_combine per bit).
+struct IdDeltas {
+  size_t ip_len = 0;
+  uint32_t delta[16] = {};
   uint32_t basis[32] = {};  // basis[i]: a reduced vector whose top bit is i
+};
+
+const IdDeltas& id_deltas(size_t ip_len) {
+  thread_local IdDeltas d;
+  if (d.ip_len == ip_len) return d;
+  d = IdDeltas{};
+  d.ip_len = ip_len;
   for (unsigned b = 0; b < 16; ++b) {
-    uint32_t v = id_bit_delta(b, ip_len);
+    d.delta[b] = id_bit_delta(b, ip_len);
+    uint32_t v = d.delta[b];
     for (int i = 31; i >= 0 && v; --i) {
       if (!(v >> i & 1)) continue;
-      if (!basis[i]) {
-        basis[i] = v;
+      if (!d.basis[i]) {
+        d.basis[i] = v;
         v = 0;
       } else {
-        v ^= basis[i];
+        v ^= d.basis[i];
       }
     }
   }
+  return d;
+}
+
+// Whether `target` is a sum (xor) of some of the 16 ID-bit deltas.
+bool in_id_span(uint32_t target, size_t ip_len) {
+  const IdDeltas& d = id_deltas(ip_len);
   for (int i = 31; i >= 0 && target; --i)
     if (target >> i & 1) {
-      if (!basis[i]) return false;
-      target ^= basis[i];
+      if (!d.basis[i]) return false;
+      target ^= d.basis[i];
     }
   return target == 0;
 }
@@ -88,6 +106,21 @@ uint32_t wire_icrc(const uint8_t* p) {
 }
 
 }  // namespace
+
+void set_icrc_ip_id(uint8_t* at, size_t len, uint16_t id) {
+  if (len < kBthBytes + kIcrcBytes || id == 0) return;
+  const size_t ip_len = kIpv4HeaderBytes + kUdpHeaderBytes + len - kIcrcBytes;
+  const IdDeltas& d = id_deltas(ip_len);
+  uint32_t change = 0;
+  for (unsigned b = 0; b < 16; ++b)
+    if (id >> b & 1) change ^= d.delta[b];
+  uint8_t* crc = at + len - kIcrcBytes;
+  const uint32_t now = wire_icrc(crc) ^ change;
+  crc[0] = static_cast<uint8_t>(now);
+  crc[1] = static_cast<uint8_t>(now >> 8);
+  crc[2] = static_cast<uint8_t>(now >> 16);
+  crc[3] = static_cast<uint8_t>(now >> 24);
+}
 
 size_t build_datagram(const DatagramAddrs& a, const RocePacket& pkt, const uint8_t* payload, size_t len,
                       uint8_t* buf) {

@@ -32,6 +32,12 @@ struct DatagramAddrs {
 size_t build_datagram(const DatagramAddrs& a, const RocePacket& pkt, const uint8_t* payload, size_t len,
                       uint8_t* buf);
 
+// Rewrites the ICRC of the IPv4 datagram at `at` (`len` bytes, ICRC
+// included, as build_datagram made it for IP ID 0) for IP ID `id`: UDP
+// segmentation offload (GSO) gives the k-th segment of a send ID k, and a
+// receiver that checks the ICRC exactly (rxe) sees that ID.
+void set_icrc_ip_id(uint8_t* at, size_t len, uint16_t id);
+
 // Whether the ICRC of the `len`-byte datagram at buf + kDatagramHeadroom
 // (ICRC included) is right; writes the IP/UDP image into the headroom. On
 // IPv4 the sender's IP ID is unknown to a UDP socket: ID 0 is tried first,

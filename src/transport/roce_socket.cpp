@@ -1,14 +1,17 @@
 #include "transport/roce_socket.h"
 
 #include <netinet/ip.h>
+#include <netinet/udp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
+#include "net/roce_datagram.h"
 #include "net/roce_frame.h"
 #include "net/udp_sport.h"
+#include "util/knobs.h"
 #include "util/log.h"
 #include "util/kernel_socket.h"
 
@@ -52,6 +55,8 @@ int bound_socket(int family, uint16_t port) {
   }
   set_int(fd, SOL_SOCKET, SO_RCVBUF, kSocketBufferBytes);
   set_int(fd, SOL_SOCKET, SO_SNDBUF, kSocketBufferBytes);
+  // GSO sends from a peer arrive as one buffer, cut apart here (drain()).
+  if (knobs().udp_offload) set_int(fd, SOL_UDP, UDP_GRO, 1);
   if (family == AF_INET) {
     set_int(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO);  // DF: IP ID 0, as the ICRC assumed
     set_int(fd, IPPROTO_IP, IP_PKTINFO, 1);
@@ -202,8 +207,49 @@ namespace {
 // The control messages of one send: the source address (the QP's source
 // GID) and the traffic class.
 struct SendControl {
-  alignas(cmsghdr) uint8_t bytes[CMSG_SPACE(sizeof(in6_pktinfo)) + CMSG_SPACE(sizeof(int))];
+  alignas(cmsghdr) uint8_t bytes[CMSG_SPACE(sizeof(in6_pktinfo)) + CMSG_SPACE(sizeof(int)) +
+                                 CMSG_SPACE(sizeof(uint16_t))];
 };
+
+// Appends UDP_SEGMENT (the GSO segment size) to a prepared message.
+void add_segment_size(msghdr* msg, uint16_t size) {
+  auto* c = reinterpret_cast<cmsghdr*>(static_cast<uint8_t*>(msg->msg_control) + msg->msg_controllen);
+  c->cmsg_level = SOL_UDP;
+  c->cmsg_type = UDP_SEGMENT;
+  c->cmsg_len = CMSG_LEN(sizeof size);
+  std::memcpy(CMSG_DATA(c), &size, sizeof size);
+  msg->msg_controllen += CMSG_SPACE(sizeof size);
+}
+
+bool same_flow(const OutDatagram& a, const OutDatagram& b) {
+  return std::memcmp(&a.src, &b.src, sizeof a.src) == 0 && std::memcmp(&a.dst, &b.dst, sizeof a.dst) == 0 &&
+         a.dst_port == b.dst_port && a.traffic_class == b.traffic_class;
+}
+
+// Linux cuts a GSO send into at most 64 segments (UDP_MAX_SEGMENTS) of one
+// IP packet's worth each.
+constexpr size_t kMaxSegments = 64;
+constexpr size_t kMaxGsoBytes = 65535 - 40 - 8;
+
+// How many datagrams from d[0] make one GSO send: one flow, all of d[0]'s
+// size but the last (which may be shorter).
+size_t gso_run(const OutDatagram* d, size_t count) {
+  size_t n = 1, bytes = d[0].len;
+  while (n < count && n < kMaxSegments && same_flow(d[0], d[n]) && d[n].len <= d[0].len &&
+         bytes + d[n].len <= kMaxGsoBytes) {
+    bytes += d[n].len;
+    if (d[n++].len < d[0].len) break;
+  }
+  return n;
+}
+
+// The k-th segment of a GSO send leaves with IPv4 ID k (the kernel numbers
+// them from the first's 0): each ICRC must cover that ID. Toggles (apply
+// again to undo).
+void number_segments(OutDatagram* d, size_t n) {
+  if (!net::is_v4_mapped(d[0].dst)) return;  // IPv6 has no ID
+  for (size_t k = 1; k < n; ++k) net::set_icrc_ip_id(d[k].data, d[k].len, static_cast<uint16_t>(k));
+}
 
 // Fills `msg` (and its address, iovec and control storage) to send `d`;
 // returns the socket family's index (0: IPv4, 1: IPv6).
@@ -263,7 +309,7 @@ int prepare(const OutDatagram& d, msghdr* msg, sockaddr_storage* to, iovec* iov,
 
 bool RoceSocket::send(const in6_addr& src, const in6_addr& dst, uint16_t dst_port, uint8_t traffic_class,
                       const uint8_t* data, size_t len) {
-  OutDatagram d{src, dst, dst_port, traffic_class, data, len};
+  OutDatagram d{src, dst, dst_port, traffic_class, const_cast<uint8_t*>(data), len};  // (only read here)
   msghdr msg;
   sockaddr_storage to;
   iovec iov;
@@ -280,39 +326,60 @@ bool RoceSocket::send(const in6_addr& src, const in6_addr& dst, uint16_t dst_por
   }
 }
 
-void RoceSocket::send_many(const OutDatagram* d, size_t count) {
+void RoceSocket::send_many(OutDatagram* d, size_t count) {
   constexpr size_t kMax = 64;
   mmsghdr msgs[kMax];
   sockaddr_storage to[kMax];
-  iovec iov[kMax];
+  iovec iov[kMax];  // one per datagram; a GSO send takes a run of them
   SendControl control[kMax];
+  size_t runs[kMax], starts[kMax];
   size_t i = 0;
   while (i < count) {
-    // A run of datagrams of one family goes in one sendmmsg().
-    const int family = prepare(d[i], &msgs[0].msg_hdr, &to[0], &iov[0], &control[0]);
-    size_t n = 1;
-    while (i + n < count && n < kMax) {
+    // Messages of one family go in one sendmmsg(); each is a GSO run.
+    size_t m = 0, first = i;
+    int family = -1;
+    while (i < count && m < kMax && i - first < kMax) {
       msghdr probe;
-      if (prepare(d[i + n], &probe, &to[n], &iov[n], &control[n]) != family) break;
-      msgs[n].msg_hdr = probe;
-      msgs[n].msg_hdr.msg_name = &to[n];
-      msgs[n].msg_hdr.msg_iov = &iov[n];
-      msgs[n].msg_hdr.msg_control = control[n].bytes;
-      ++n;
+      const int f = prepare(d[i], &probe, &to[m], &iov[i - first], &control[m]);
+      if (family >= 0 && f != family) break;
+      family = f;
+      size_t n = gso_ && knobs().udp_offload ? gso_run(d + i, std::min(count - i, kMax - (i - first))) : 1;
+      for (size_t k = 1; k < n; ++k) iov[i - first + k] = iovec{d[i + k].data, d[i + k].len};
+      probe.msg_iov = &iov[i - first];
+      probe.msg_iovlen = n;
+      probe.msg_name = &to[m];
+      probe.msg_control = control[m].bytes;
+      if (n > 1) {
+        add_segment_size(&probe, static_cast<uint16_t>(d[i].len));
+        number_segments(d + i, n);
+      }
+      msgs[m].msg_hdr = probe;
+      starts[m] = i;
+      runs[m++] = n;
+      i += n;
     }
     const int fd = family == 0 ? fd4_ : fd6_;
-    size_t done = 0;
-    while (fd >= 0 && done < n) {
-      int sent = sendmmsg(fd, msgs + done, static_cast<unsigned>(n - done), 0);
+    size_t done = 0, at = first;
+    while (fd >= 0 && done < m) {
+      int sent = sendmmsg(fd, msgs + done, static_cast<unsigned>(m - done), 0);
       if (sent > 0) {
+        for (int k = 0; k < sent; ++k) at += runs[done + k];
         done += static_cast<size_t>(sent);
       } else if (sent < 0 && errno == EINTR) {
         continue;
+      } else if (runs[done] > 1 && (errno == EINVAL || errno == EIO || errno == ENOPROTOOPT)) {
+        // No GSO for this socket or route: these, and the rest, one by one.
+        SV_INFO("UDP GSO refused (%s): RoCEv2 packets go one by one", strerror(errno));
+        gso_ = false;
+        for (size_t k = done; k < m; ++k)
+          if (runs[k] > 1) number_segments(d + starts[k], runs[k]);  // back to the ICRCs of ID 0
+        i = at;
+        break;
       } else {
+        at += runs[done];
         ++done;  // the kernel refused this one (no route, buffer full): lost on the wire
       }
     }
-    i += n;
   }
 }
 
@@ -337,7 +404,7 @@ ssize_t RoceSocket::receive(int fd, uint8_t* buf, size_t cap, DatagramInfo* info
   return n;
 }
 
-int RoceSocket::receive_many(int fd, uint8_t* const* bufs, size_t cap, int count, ssize_t* lens,
+int RoceSocket::receive_many(int fd, uint8_t* const* bufs, size_t cap, int count, ssize_t* lens, uint16_t* segs,
                              DatagramInfo* infos) {
   constexpr int kMax = 32;
   if (count > kMax) count = kMax;
@@ -360,6 +427,13 @@ int RoceSocket::receive_many(int fd, uint8_t* const* bufs, size_t cap, int count
   for (int i = 0; i < got; ++i) {
     lens[i] = (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) ? -1 : static_cast<ssize_t>(msgs[i].msg_len);
     read_addresses(msgs[i].msg_hdr, from[i], &infos[i]);
+    segs[i] = 0;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c))
+      if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+        int size;
+        std::memcpy(&size, CMSG_DATA(c), sizeof size);
+        segs[i] = static_cast<uint16_t>(size);
+      }
   }
   return got;
 }

@@ -20,7 +20,7 @@ struct OutDatagram {
   in6_addr src{}, dst{};
   uint16_t dst_port = 0;
   uint8_t traffic_class = 0;
-  const uint8_t* data = nullptr;
+  uint8_t* data = nullptr;  // writable: a GSO segment's ICRC is patched for its IP ID
   size_t len = 0;
 };
 
@@ -64,20 +64,27 @@ class RoceSocket {
   bool send(const in6_addr& src, const in6_addr& dst, uint16_t dst_port, uint8_t traffic_class,
             const uint8_t* data, size_t len);
   // Sends `count` datagrams with as few system calls as their address
-  // families allow (sendmmsg). Those the kernel refuses are lost packets.
-  void send_many(const OutDatagram* d, size_t count);
+  // families allow (sendmmsg). Consecutive datagrams of one flow and size
+  // go as one UDP GSO send (UDP_SEGMENT): the kernel cuts them apart again,
+  // late, so the stack is walked once per batch instead of once per packet.
+  // Those the kernel refuses are lost packets.
+  void send_many(OutDatagram* d, size_t count);
   // Receives one datagram from `fd` without blocking: its length, or -1
   // (errno EAGAIN when none is waiting).
   ssize_t receive(int fd, uint8_t* buf, size_t cap, DatagramInfo* info);
   // Receives up to `count` datagrams from `fd` without blocking, the i-th
   // into bufs[i] (`cap` bytes each); their lengths go to lens[] (-1: too
-  // large, not RoCE). Returns how many arrived (0 when none waits).
-  int receive_many(int fd, uint8_t* const* bufs, size_t cap, int count, ssize_t* lens, DatagramInfo* infos);
+  // large, not RoCE). With UDP GRO a buffer may hold several datagrams of
+  // one flow back to back, each segs[i] bytes (the last may be shorter;
+  // 0: one datagram). Returns how many arrived (0 when none waits).
+  int receive_many(int fd, uint8_t* const* bufs, size_t cap, int count, ssize_t* lens, uint16_t* segs,
+                   DatagramInfo* infos);
 
  private:
   int fd4_ = -1, fd6_ = -1;
   uint16_t port4_ = 0, port6_ = 0;
   bool owns_port_ = false;
+  bool gso_ = true;  // cleared when the kernel refuses UDP_SEGMENT
 };
 
 }  // namespace sv

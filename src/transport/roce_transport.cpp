@@ -34,14 +34,27 @@ std::atomic<bool> g_started{false};
 // Held by the thread draining the sockets: the network thread, or an
 // application thread polling an empty CQ (RoceTransport::progress).
 std::mutex g_rx_mu;
-// Receive slots: a RoCE datagram is at most a 4096-byte MTU plus headers;
+// Receive slots: a RoCE datagram is at most a 4096-byte MTU plus headers,
+// but with UDP GRO one slot takes a peer's whole GSO send (up to 64 KiB);
 // anything larger (truncated) is not RoCE.
-constexpr size_t kSlotBytes = 8192;
-constexpr int kSlots = 32;
+constexpr size_t kSlotBytes = 65536;
+constexpr int kSlots = 16;
 struct ReceiveSlots {
   std::vector<uint8_t> storage = std::vector<uint8_t>(kSlots * (net::kDatagramHeadroom + kSlotBytes));
   uint8_t* at(int i) { return storage.data() + i * (net::kDatagramHeadroom + kSlotBytes); }
 };
+
+// Calls fn(buf, len) for each datagram a receive slot holds, buf being
+// kDatagramHeadroom before it: one, or a GRO buffer's back-to-back segments
+// of `seg` bytes (the last may be shorter). A segment's headroom is the end
+// of the one before, which has been handled by then.
+template <typename Fn>
+void for_each_segment(uint8_t* slot, ssize_t len, uint16_t seg, Fn fn) {
+  if (len < 0) return;
+  const size_t total = static_cast<size_t>(len), step = seg ? seg : total;
+  for (size_t off = 0; off < total; off += step) fn(slot + off, std::min(step, total - off));
+  if (total == 0) fn(slot, 0);
+}
 
 // A fork()ed child has no network thread and must not read its parent's
 // packets: it starts afresh when it first needs the network.
@@ -144,20 +157,22 @@ void hand_over_at_exit() {
   uint8_t* payloads[kSlots];
   for (int s = 0; s < kSlots; ++s) payloads[s] = slots->at(s) + net::kDatagramHeadroom;
   ssize_t lens[kSlots];
+  uint16_t segs[kSlots];
   DatagramInfo infos[kSlots];
   const int fds[2] = {e.sock.fd4(), e.sock.fd6()};
   for (int i = 0; i < 2; ++i) {
     const uint16_t port = i == 0 ? e.sock.source_port(net::v4_mapped(0)) : e.sock.source_port(in6_addr{});
     for (int got = kSlots; fds[i] >= 0 && got == kSlots;) {
-      got = e.sock.receive_many(fds[i], payloads, kSlotBytes, kSlots, lens, infos);
-      for (int s = 0; s < got; ++s) {
-        if (lens[s] < static_cast<ssize_t>(net::kBthBytes + net::kIcrcBytes)) continue;
-        net::DatagramAddrs a{infos[s].src, infos[s].dst, infos[s].src_port, port};
-        if (!net::datagram_icrc_ok(a, slots->at(s), static_cast<size_t>(lens[s]))) continue;
-        const uint32_t qpn = net::be::get24(payloads[s] + 5);  // BTH DestQP
-        if (shm::qpn_slot(qpn) != e.slot)
-          e.fwd.forward(shm::qpn_slot(qpn), infos[s], port, payloads[s], static_cast<size_t>(lens[s]));
-      }
+      got = e.sock.receive_many(fds[i], payloads, kSlotBytes, kSlots, lens, segs, infos);
+      for (int s = 0; s < got; ++s)
+        for_each_segment(slots->at(s), lens[s], segs[s], [&](uint8_t* buf, size_t len) {
+          if (len < net::kBthBytes + net::kIcrcBytes) return;
+          net::DatagramAddrs a{infos[s].src, infos[s].dst, infos[s].src_port, port};
+          if (!net::datagram_icrc_ok(a, buf, len)) return;
+          uint8_t* at = buf + net::kDatagramHeadroom;
+          const uint32_t qpn = net::be::get24(at + 5);  // BTH DestQP
+          if (shm::qpn_slot(qpn) != e.slot) e.fwd.forward(shm::qpn_slot(qpn), infos[s], port, at, len);
+        });
     }
   }
 }
@@ -169,14 +184,17 @@ void drain(Engine& e, ReceiveSlots& slots, int budget) {
   uint8_t* payloads[kSlots];
   for (int s = 0; s < kSlots; ++s) payloads[s] = slots.at(s) + net::kDatagramHeadroom;
   ssize_t lens[kSlots];
+  uint16_t segs[kSlots];
   DatagramInfo infos[kSlots];
   for (int i = 0; i < 2; ++i) {
     if (fds[i] < 0) continue;
     const uint16_t local_port = i == 0 ? e.sock.source_port(net::v4_mapped(0)) : e.sock.source_port(in6_addr{});
     for (int left = budget; left > 0;) {
-      int got = e.sock.receive_many(fds[i], payloads, kSlotBytes, std::min(left, kSlots), lens, infos);
+      int got = e.sock.receive_many(fds[i], payloads, kSlotBytes, std::min(left, kSlots), lens, segs, infos);
       for (int s = 0; s < got; ++s)
-        if (lens[s] >= 0) handle_datagram(e, slots.at(s), static_cast<size_t>(lens[s]), infos[s], local_port, false);
+        for_each_segment(slots.at(s), lens[s], segs[s], [&](uint8_t* buf, size_t len) {
+          handle_datagram(e, buf, len, infos[s], local_port, false);
+        });
       run_answers(e);
       if (got < kSlots) break;
       left -= got;

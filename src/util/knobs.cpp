@@ -33,6 +33,7 @@ Knobs parse() {
     if (!std::strcmp(v, "bounce")) k.mem_path = MemPath::kBounce;
   }
   if (const char* v = env("SOFTVERBS_DEVICE_NAME")) k.device_name = v;
+  if (const char* v = env("SOFTVERBS_UDP_OFFLOAD")) k.udp_offload = std::strcmp(v, "0") != 0;
   return k;
 }
 

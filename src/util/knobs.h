@@ -22,6 +22,7 @@ struct Knobs {
   uint64_t arena_bytes = 64ull << 30;  // SOFTVERBS_ARENA_GB: virtual size of each process arena
   MemPath mem_path = MemPath::kAuto;   // SOFTVERBS_MEM_PATH: auto|map|cma|bounce
   std::string device_name = "softverbs0";  // SOFTVERBS_DEVICE_NAME
+  bool udp_offload = true;           // SOFTVERBS_UDP_OFFLOAD=0: RoCEv2 without UDP GSO/GRO
 };
 
 // Parsed on first use; stable for the life of the process.

@@ -97,6 +97,13 @@ ga=$(gid_of "$a" "$gid_a") gb=$(gid_of "$b" "$gid_b")
 
 if ((pcap)); then
   command -v tshark >/dev/null || { echo "tshark not installed"; exit 77; }
+  # Our UDP GSO sends are cut into packets where the device cannot take them
+  # whole; a veth takes them, and tshark would see one 64 KiB super-packet
+  # (as with TCP TSO). Without the offload the kernel cuts them before the
+  # capture point, as a NIC would on the wire.
+  command -v ethtool >/dev/null || { echo "ethtool not installed"; exit 77; }
+  ip netns exec "$a" ethtool -K "$va" tx-udp-segmentation off >/dev/null &&
+    ip netns exec "$b" ethtool -K "$vb" tx-udp-segmentation off >/dev/null || { echo "ethtool refused"; exit 1; }
   # (Not under a sanitizer runtime that CI preloads for our library: tshark is not under test.)
   ip netns exec "$b" env -u LD_PRELOAD tshark -i "$vb" -f "udp port 4791" -w "$work/link.pcap" 2>"$work/tshark.err" &
   cap_pid=$!

@@ -94,6 +94,29 @@ TEST(RoceDatagram, AnyIpv4IdIsAccepted) {
   }
 }
 
+TEST(RoceDatagram, IcrcFollowsTheIpIdGsoGives) {
+  // The k-th segment of a UDP GSO send leaves with IP ID k: its ICRC, patched
+  // from the ID-0 one, must be what a receiver computes over the real header.
+  DatagramAddrs a = addrs(true);
+  for (size_t size : {0u, 1u, 1024u, 4096u}) {
+    std::vector<uint8_t> payload(size, 0x3c);
+    std::vector<uint8_t> frame = as_frame(a, send_only(9), payload);
+    const size_t ip = kEthHeaderBytes, udp_payload = ip + kIpv4HeaderBytes + kUdpHeaderBytes;
+    for (uint32_t id : {1u, 2u, 63u, 0x1234u, 0xffffu}) {
+      std::vector<uint8_t> f = frame;
+      f[ip + 4] = static_cast<uint8_t>(id >> 8);
+      f[ip + 5] = static_cast<uint8_t>(id);
+      const uint32_t expected = net::icrc(f.data() + ip, f.size() - ip - kIcrcBytes);
+      std::vector<uint8_t> datagram(frame.begin() + static_cast<long>(udp_payload), frame.end());
+      set_icrc_ip_id(datagram.data(), datagram.size(), static_cast<uint16_t>(id));
+      const uint8_t* tail = datagram.data() + datagram.size() - kIcrcBytes;
+      const uint32_t got = uint32_t{tail[0]} | uint32_t{tail[1]} << 8 | uint32_t{tail[2]} << 16 |
+                           uint32_t{tail[3]} << 24;
+      EXPECT_EQ(got, expected) << "payload " << size << ", IP ID " << id;
+    }
+  }
+}
+
 TEST(RoceDatagram, CorruptionIsCaught) {
   for (bool v4 : {true, false}) {
     DatagramAddrs a = addrs(v4);
