@@ -1,6 +1,6 @@
 #include "icrc.h"
 
-#include <zlib.h>
+#include <isa-l/crc.h>
 
 #include <cstring>
 
@@ -49,15 +49,16 @@ uint32_t icrc(const uint8_t* ip_packet, size_t len) {
   masked[ip_len + kUdpChecksum] = masked[ip_len + kUdpChecksum + 1] = 0xFF;
   masked[ip_len + kUdpHeader + kBthCongestion] = 0xFF;
 
-  // zlib's crc32 is the reflected CRC-32 with the initial and final
-  // complement built in: exactly the ICRC once the eight 0xff bytes of the
-  // absent LRH have gone in first. (IP packets are < 64 KiB: uInt holds len.)
+  // ISA-L's crc32_gzip_refl is zlib's crc32: the reflected CRC-32 with the
+  // initial and final complement built in, exactly the ICRC once the eight
+  // 0xff bytes of the absent LRH have gone in first. (PCLMUL: ~100 ns for a
+  // 1 KiB packet, where zlib takes ~750 ns; the ICRC is computed twice per
+  // packet, so this is a good share of a core at full speed.)
   static constexpr uint8_t kNoLrh[8] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
-  uLong crc = crc32(0, nullptr, 0);
-  crc = crc32(crc, kNoLrh, sizeof kNoLrh);
-  crc = crc32(crc, masked, static_cast<uInt>(header_len));
-  crc = crc32(crc, ip_packet + header_len, static_cast<uInt>(len - header_len));
-  return static_cast<uint32_t>(crc);
+  uint32_t crc = crc32_gzip_refl(0, kNoLrh, sizeof kNoLrh);
+  crc = crc32_gzip_refl(crc, masked, header_len);
+  crc = crc32_gzip_refl(crc, ip_packet + header_len, len - header_len);
+  return crc;
 }
 
 }  // namespace sv::net

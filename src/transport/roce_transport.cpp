@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -315,7 +316,14 @@ void RoceTransport::progress() {
   roce::Engine& e = roce::engine();
   {
     std::unique_lock rx(roce::g_rx_mu, std::try_to_lock);
-    if (!rx.owns_lock()) return;  // another thread is at it
+    if (!rx.owns_lock()) {
+      // Another thread is at it, most often the network thread. If it was
+      // preempted there (a polling application keeps every core busy), the
+      // packets wait until it runs again, a whole time slice (milliseconds):
+      // give it the core instead of spinning on.
+      sched_yield();
+      return;
+    }
     thread_local roce::ReceiveSlots slots;
     roce::drain(e, slots, 64);
   }
