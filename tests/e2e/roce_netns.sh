@@ -167,9 +167,14 @@ for ((p = 0; p < pairs; p++)); do
   ip netns exec "$b" timeout 60 "$tool" "$flag" "$gb" -p $((18515 + p)) "$@" "$addr_a" >"$work/client.$p" 2>&1 &
   clients[p]=$!
 done
-if ((stats)); then  # sample the counters until the clients are done; keep the last sample with QPs
+if ((stats)); then
+  # Sample the counters of this test's processes (those in its two
+  # namespaces: other tests running at once have counters too) until the
+  # clients are done; keep the last sample in which a QP received packets.
+  sample() { for pid in $(ip netns pids "$a") $(ip netns pids "$b"); do "$SOFTVERBS_STAT" -p "$pid" 2>/dev/null; done; }
   while kill -0 "${clients[@]}" 2>/dev/null; do
-    "$SOFTVERBS_STAT" >"$work/stat.now" 2>&1 && grep -q "QP 0x" "$work/stat.now" && cp "$work/stat.now" "$work/stat"
+    sample >"$work/stat.now"
+    grep -q "QP 0x.*packets_received [1-9]" "$work/stat.now" && cp "$work/stat.now" "$work/stat"
     sleep 0.05
   done
 fi
