@@ -89,6 +89,13 @@ int Context::gid_count() {
   return static_cast<int>(gids.size());
 }
 
+void Context::port_state(int* gid_count, ibv_mtu* active_mtu) {
+  std::lock_guard g(gid_mu);
+  refresh_gids_locked();
+  *gid_count = static_cast<int>(gids.size());
+  *active_mtu = port_active_mtu(gids);
+}
+
 int Context::find_gid(const ibv_gid& gid) {
   std::lock_guard g(gid_mu);
   refresh_gids_locked();

@@ -33,7 +33,8 @@ struct Context : verbs_context {
   shm::ContextShared* shared = nullptr;
   shm::Doorbell async_bell;
 
-  // GID table snapshot, refreshed when older than a second.
+  // GID table snapshot (with each interface's MTU), refreshed when older
+  // than a second or when the link watcher saw a change (link_watch.h).
   std::mutex gid_mu;
   std::vector<GidEntry> gids;
   uint64_t gids_read_ns = 0;
@@ -64,7 +65,9 @@ struct Context : verbs_context {
   // GID table access. Returns false when `index` holds no GID.
   bool gid_at(int index, GidEntry* out);
   int gid_count();
-  // The next lookup reads the host's addresses again (they changed).
+  // The port's GID count and active MTU (port_active_mtu), from one snapshot.
+  void port_state(int* gid_count, ibv_mtu* active_mtu);
+  // The next lookup reads the host's addresses (and link MTUs) again: they changed.
   void forget_gids();
   // Index of `gid` in the table, or -1.
   int find_gid(const ibv_gid& gid);

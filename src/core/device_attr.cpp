@@ -94,11 +94,21 @@ void fill_device_attr_ex(ibv_device_attr_ex* a) {
   a->max_wq_type_rq = limits::kMaxQp;
 }
 
-void fill_port_attr(ibv_port_attr* p, int gid_count) {
+ibv_mtu ib_mtu_for_link(int link_mtu) {
+  constexpr int kRxeMaxHeaders = 80;  // RXE_MAX_HDR_LENGTH
+  const int room = link_mtu - kRxeMaxHeaders;
+  if (room >= 4096) return IBV_MTU_4096;
+  if (room >= 2048) return IBV_MTU_2048;
+  if (room >= 1024) return IBV_MTU_1024;
+  if (room >= 512) return IBV_MTU_512;
+  return IBV_MTU_256;
+}
+
+void fill_port_attr(ibv_port_attr* p, int gid_count, ibv_mtu active_mtu) {
   std::memset(p, 0, sizeof *p);
   p->state = gid_count > 0 ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
   p->max_mtu = IBV_MTU_4096;
-  p->active_mtu = IBV_MTU_4096;
+  p->active_mtu = active_mtu;
   p->gid_tbl_len = limits::kGidTableLen;
   p->port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
   p->max_msg_sz = limits::kMaxMsgSize;

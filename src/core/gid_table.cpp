@@ -4,10 +4,16 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <tuple>
+
+#include "core/device_attr.h"
+#include "util/kernel_socket.h"
 
 namespace sv {
 
@@ -33,10 +39,23 @@ std::string gid_to_string(const ibv_gid& gid) {
   return buf;
 }
 
+namespace {
+
+// The MTU of interface `name` (SIOCGIFMTU on any socket); 0 when unknown.
+int interface_mtu(int fd, const char* name) {
+  if (fd < 0) return 0;
+  ifreq req{};
+  std::strncpy(req.ifr_name, name, IFNAMSIZ - 1);
+  return ioctl(fd, SIOCGIFMTU, &req) == 0 ? req.ifr_mtu : 0;
+}
+
+}  // namespace
+
 std::vector<GidEntry> read_gid_table() {
   std::vector<GidEntry> out;
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return out;
+  const int fd = kernel_socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   for (ifaddrs* ifa = list; ifa; ifa = ifa->ifa_next) {
     if (!ifa->ifa_addr || !(ifa->ifa_flags & IFF_UP)) continue;
     GidEntry e{};
@@ -52,8 +71,11 @@ std::vector<GidEntry> read_gid_table() {
     }
     e.ifindex = if_nametoindex(ifa->ifa_name);
     e.ifname = ifa->ifa_name;
+    e.loopback = ifa->ifa_flags & IFF_LOOPBACK;
+    e.link_mtu = interface_mtu(fd, ifa->ifa_name);
     out.push_back(std::move(e));
   }
+  if (fd >= 0) close(fd);
   freeifaddrs(list);
   auto key = [](const GidEntry& e) {
     return std::make_tuple(e.ifindex, !gid_is_ipv4_mapped(e.gid),
@@ -65,6 +87,12 @@ std::vector<GidEntry> read_gid_table() {
             out.end());
   if (out.size() > 128) out.resize(128);
   return out;
+}
+
+ibv_mtu port_active_mtu(const std::vector<GidEntry>& gids) {
+  for (const GidEntry& e : gids)
+    if (!e.loopback) return e.link_mtu > 0 ? ib_mtu_for_link(e.link_mtu) : IBV_MTU_1024;
+  return IBV_MTU_4096;
 }
 
 }  // namespace sv

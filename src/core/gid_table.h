@@ -16,9 +16,17 @@ struct GidEntry {
   ibv_gid gid;
   uint32_t ifindex;
   std::string ifname;
+  int link_mtu;   // the interface's MTU in bytes (0: unknown)
+  bool loopback;  // IFF_LOOPBACK
 };
 
 std::vector<GidEntry> read_gid_table();
+
+// The port's active MTU for a GID table: the IB MTU (ib_mtu_for_link) of the
+// interface that carries the first GID not on a loopback interface, as rxe
+// follows its netdev; IBV_MTU_4096 when only loopback has addresses (the
+// shared-memory path has no link to fit).
+ibv_mtu port_active_mtu(const std::vector<GidEntry>& gids);
 
 bool gid_is_ipv4_mapped(const ibv_gid& gid);
 bool gid_equal(const ibv_gid& a, const ibv_gid& b);

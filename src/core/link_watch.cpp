@@ -15,6 +15,7 @@
 
 #include "core/async_events.h"
 #include "core/context.h"
+#include "core/device_attr.h"
 #include "core/gid_table.h"
 #include "util/log.h"
 
@@ -45,7 +46,17 @@ void recheck() {
   std::vector<GidEntry> now = read_gid_table();
   Watch& w = watch();
   std::lock_guard g(w.mu);
-  if (same_gids(now, w.gids)) return;
+  if (same_gids(now, w.gids)) {
+    // Same GIDs; an interface's MTU may have changed, and with it the
+    // port's active MTU: rxe follows it (NETDEV_CHANGEMTU) with no event.
+    const ibv_mtu before = port_active_mtu(w.gids), after = port_active_mtu(now);
+    w.gids = std::move(now);
+    if (before != after) {
+      SV_INFO("port 1: active MTU %u -> %u (the link's MTU changed)", ib_mtu_bytes(before), ib_mtu_bytes(after));
+      for (Context* ctx : w.contexts) ctx->forget_gids();
+    }
+    return;
+  }
   const bool was_active = !w.gids.empty(), active = !now.empty();
   w.gids = std::move(now);
   SV_INFO("port 1: GID table changed (%zu entries)%s", w.gids.size(),

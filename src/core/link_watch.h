@@ -5,6 +5,8 @@
 // kernel announce address and link changes and raises what a RoCE device
 // raises then: IBV_EVENT_GID_CHANGE when the GID table changed, and
 // IBV_EVENT_PORT_ERR / IBV_EVENT_PORT_ACTIVE when the port went down or up.
+// When only an interface's MTU changed, the contexts re-read the table so
+// the port's active MTU follows it (no event: rxe raises none either).
 #pragma once
 
 namespace sv {

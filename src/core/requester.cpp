@@ -213,7 +213,11 @@ bool passes_rare_checks(Qp* qp, uint64_t pos, const SendWqe& w) {
     return false;
   }
   // IBTA C10-93.1.1: a UD message longer than the port MTU is not sent,
-  // and it is not an error either.
+  // and it is not an error either (rxe completes it successfully). The
+  // limit is the MTU of the link the message crosses: 4096 (max_mtu) for
+  // one that stays on this host (loopback's 65536-byte MTU), the link's
+  // for one to the network, checked there (roce_sender.cpp), as the port's
+  // active_mtu reports it for the host's first network interface.
   if (qp->type == IBV_QPT_UD && w.length > limits::kMtuBytes) {
     complete(qp, pos, IBV_WC_SUCCESS);
     return false;

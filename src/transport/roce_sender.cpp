@@ -8,8 +8,10 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
+#include "core/gid_table.h"
 #include "core/qp.h"
 #include "core/transport.h"
 #include "net/roce_datagram.h"
@@ -132,10 +134,41 @@ void Engine::flush() {
   batch_qpns_.clear();
 }
 
+uint32_t Engine::link_mtu_to(const in6_addr& dst) {
+  constexpr uint64_t kKeepNs = 1'000'000'000;
+  const uint64_t now = monotonic_ns();
+  if (link_mtus_.size() > 4096) link_mtus_.clear();  // a UD QP spraying many destinations
+  LinkMtu& l = link_mtus_[dst];
+  if (!l.mtu || now - l.read_ns > kKeepNs) {
+    l.mtu = link_ib_mtu(dst);
+    l.read_ns = now;
+  }
+  return l.mtu;
+}
+
 Response Engine::send_unreliable(const Message& m) {
   auto [it, fresh] = senders.try_emplace(m.src_qpn);
   Sender& s = it->second;
   if (fresh) s.next_psn = m.qp->attr.sq_psn;
+  // IBTA C10-93.1.1, as rxe (fake_udp_send): a UD message longer than the
+  // port MTU is not sent, and that is no error either: the WQE completes
+  // successfully. The port here is the link the message leaves on (the
+  // kernel would refuse a datagram larger than it: DF is set). Every link
+  // carries 256 bytes, so short messages skip the lookup.
+  if (m.qp_type == IBV_QPT_UD && m.length > 256) {
+    const in6_addr& dst = as_in6(m.dst->dgid);
+    if (const uint32_t mtu = link_mtu_to(dst); m.length > mtu) {
+      static std::atomic<bool> told{false};
+      if (!told.exchange(true))
+        SV_INFO("a UD message of %llu bytes is longer than the %u-byte MTU of the link to %s: not sent "
+                "(IBTA C10-93.1.1; ibv_query_port's active_mtu gives the limit)",
+                static_cast<unsigned long long>(m.length), mtu, gid_to_string(m.dst->dgid).c_str());
+      SV_DEBUG("QP 0x%06x: UD message of %llu bytes > link MTU %u: not sent", m.src_qpn,
+               static_cast<unsigned long long>(m.length), mtu);
+      s.next_psn = psn_add(s.next_psn, 1);  // rxe gives it a PSN all the same
+      return Response{Outcome::kAck, 0};
+    }
+  }
   thread_local std::vector<uint8_t> data;
   gather(m, &data);
   const uint8_t base = transport_base(m.qp_type);

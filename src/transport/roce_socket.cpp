@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/device_attr.h"
 #include "net/roce_datagram.h"
 #include "net/roce_frame.h"
 #include "net/udp_sport.h"
@@ -118,7 +119,6 @@ void read_addresses(const msghdr& msg, const sockaddr_storage& from, DatagramInf
 }  // namespace
 
 uint32_t link_ib_mtu(const in6_addr& dst) {
-  constexpr int kRxeMaxHeaders = 80;  // rxe's RXE_MAX_HDR_LENGTH: IP, UDP, BTH and the largest extensions
   const bool v4 = net::is_v4_mapped(dst);
   int fd = kernel_socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return 1024;
@@ -143,9 +143,7 @@ uint32_t link_ib_mtu(const in6_addr& dst) {
             getsockopt(fd, v4 ? IPPROTO_IP : IPPROTO_IPV6, v4 ? IP_MTU : IPV6_MTU, &mtu, &ml) == 0;
   ::close(fd);
   if (!ok) return 1024;
-  uint32_t ib = 4096;
-  while (ib > 256 && static_cast<int>(ib) + kRxeMaxHeaders > mtu) ib /= 2;
-  return ib;
+  return ib_mtu_bytes(ib_mtu_for_link(mtu));
 }
 
 bool RoceSocket::open() {

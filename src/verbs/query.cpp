@@ -16,7 +16,10 @@ namespace sv::abi {
 int query_port_op(ibv_context* context, uint8_t port_num, ibv_port_attr* attr, size_t len) {
   if (port_num != 1) return EINVAL;
   ibv_port_attr full;
-  fill_port_attr(&full, Context::from(context)->gid_count());
+  int gid_count = 0;
+  ibv_mtu active_mtu = IBV_MTU_4096;
+  Context::from(context)->port_state(&gid_count, &active_mtu);
+  fill_port_attr(&full, gid_count, active_mtu);
   std::memset(attr, 0, len);
   std::memcpy(attr, &full, std::min(len, sizeof full));
   return 0;
