@@ -6,8 +6,10 @@
 #include <endian.h>
 #include <gtest/gtest.h>
 #include <link.h>
+#include <net/if.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -141,8 +143,52 @@ TEST(PortQuery, PortOneIsActiveEthernet) {
   EXPECT_EQ(pa.link_layer, IBV_LINK_LAYER_ETHERNET);
   EXPECT_GT(pa.gid_tbl_len, 0);
   EXPECT_GE(pa.pkey_tbl_len, 1);
-  EXPECT_EQ(pa.active_mtu, IBV_MTU_4096);
+  EXPECT_EQ(pa.max_mtu, IBV_MTU_4096);
+  EXPECT_GE(pa.active_mtu, IBV_MTU_256);
+  EXPECT_LE(pa.active_mtu, pa.max_mtu);
   EXPECT_GT(pa.max_msg_sz, 0u);
+}
+
+// A number from /sys/class/net/<ifname>/<attr>; -1 when unreadable.
+long sysfs_net(const char* ifname, const char* attr) {
+  std::string path = std::string("/sys/class/net/") + ifname + "/" + attr;
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return -1;
+  long v = -1;
+  if (std::fscanf(f, "%li", &v) != 1) v = -1;
+  std::fclose(f);
+  return v;
+}
+
+// As Linux rxe (rxe_set_mtu): active_mtu follows the MTU of the network
+// device behind the port, less 80 bytes of RoCEv2 headers, rounded down to
+// an IB MTU. Here the port's network device is the interface of the first
+// GID not on loopback; with none (only lo), 4096.
+TEST(PortQuery, ActiveMtuFollowsTheFirstNetworkInterface) {
+  Device dev;
+  ibv_port_attr pa{};
+  ASSERT_EQ(ibv_query_port(dev.ctx, 1, &pa), 0);
+  long link_mtu = -1;
+  std::string ifname;
+  for (uint32_t i = 0; i < static_cast<uint32_t>(pa.gid_tbl_len); ++i) {
+    ibv_gid_entry e{};
+    if (ibv_query_gid_ex(dev.ctx, 1, i, &e, 0) != 0) break;
+    char name[IF_NAMESIZE] = {};
+    if (!if_indextoname(e.ndev_ifindex, name)) continue;
+    if (sysfs_net(name, "flags") & IFF_LOOPBACK) continue;
+    link_mtu = sysfs_net(name, "mtu");
+    ifname = name;
+    break;
+  }
+  ibv_mtu expect = IBV_MTU_4096;
+  if (link_mtu >= 0) {
+    const long room = link_mtu - 80;
+    expect = room >= 4096 ? IBV_MTU_4096 : room >= 2048 ? IBV_MTU_2048 : room >= 1024 ? IBV_MTU_1024
+           : room >= 512 ? IBV_MTU_512 : IBV_MTU_256;
+  }
+  EXPECT_EQ(pa.active_mtu, expect) << "first network interface: " << (ifname.empty() ? "none" : ifname)
+                                   << ", MTU " << link_mtu;
+  EXPECT_EQ(pa.max_mtu, IBV_MTU_4096);
 }
 
 TEST(PortQuery, InvalidPortNumbersFail) {
