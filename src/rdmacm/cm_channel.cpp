@@ -93,6 +93,16 @@ Channel* channel_create() {
   return ch.release();
 }
 
+namespace {
+
+void channel_free(Channel* ch) {
+  close(ch->ready_fd);
+  close(ch->pub.fd);
+  delete ch;
+}
+
+}  // namespace
+
 void channel_destroy(Channel* ch) {
   CmLock lock(cm_mutex());
   for (auto it = watches().begin(); it != watches().end();) {
@@ -100,9 +110,11 @@ void channel_destroy(Channel* ch) {
     else ++it;
   }
   for (Event* ev : ch->queue) delete ev;
-  close(ch->ready_fd);
-  close(ch->pub.fd);
-  delete ch;
+  ch->queue.clear();
+  ch->destroyed = true;
+  if (ch->waiters == 0) return channel_free(ch);
+  const uint64_t one = 1;  // wakes the waiters' epoll_wait
+  (void)!write(ch->ready_fd, &one, sizeof one);
 }
 
 uint64_t watch_add(Channel* ch, WatchKind kind, int fd, Id* id) {
@@ -187,15 +199,29 @@ void drop_queued_events(Id* id) {
 int next_event(Channel* ch, Event** out) {
   CmLock lock(cm_mutex());
   const bool nonblocking = is_nonblocking(ch->pub.fd);
+  ++ch->waiters;
   for (;;) {
+    if (ch->destroyed) {  // by another thread while this one slept
+      if (--ch->waiters == 0) channel_free(ch);
+      lock.unlock();
+      // As with rdma-core, whose waiter stays in read() on the closed fd:
+      // the thread never returns (rping's and cmtime's event threads would
+      // report an error and exit the process). pause() is a cancellation
+      // point, as read() is.
+      for (;;) pause();
+    }
     pump(ch, lock, 0);
     if (!ch->queue.empty()) {
       *out = ch->queue.front();
       ch->queue.pop_front();
       clear_ready_if_empty(ch);
+      --ch->waiters;
       return 0;
     }
-    if (nonblocking) return fail(EAGAIN);
+    if (nonblocking) {
+      --ch->waiters;
+      return fail(EAGAIN);
+    }
     pump(ch, lock, -1);
   }
 }

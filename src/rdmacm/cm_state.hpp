@@ -46,6 +46,12 @@ struct Channel {
   rdma_event_channel pub{};  // pub.fd: the epoll fd users poll
   int ready_fd = -1;         // eventfd, readable while `queue` is not empty
   std::deque<Event*> queue;
+  // Threads inside rdma_get_cm_event on it. A program may destroy the
+  // channel while another thread waits there (rping and cmtime do, at
+  // exit): the waiters are woken, the last one frees it, and all block for
+  // good, as rdma-core's stay in read() on the closed fd.
+  int waiters = 0;
+  bool destroyed = false;
 };
 
 // What an fd in a channel's epoll set stands for.

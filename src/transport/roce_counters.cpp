@@ -17,7 +17,7 @@ namespace sv::roce {
 const char* counter_name(uint32_t c) {
   static const char* const kNames[kCounterCount] = {
       "packets_sent",   "packets_received",   "bytes_sent",         "bytes_received",
-      "retransmits",    "ack_timeouts",       "seq_naks_sent",      "seq_naks_received",
+      "retransmits",    "ack_timeouts",       "probes",       "seq_naks_sent",      "seq_naks_received",
       "rnr_naks_sent",  "rnr_naks_received",  "error_naks_sent",    "error_naks_received",
       "duplicates",     "icrc_errors",        "no_qp"};
   return c < kCounterCount ? kNames[c] : "?";

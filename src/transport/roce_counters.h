@@ -23,6 +23,7 @@ enum Counter : uint32_t {
   kBytesReceived,
   kRetransmits,       // go-back-N restarts (after a sequence NAK or a timeout)
   kAckTimeouts,
+  kProbes,            // loss probes: the oldest unacknowledged packet again, after a quiet spell
   kSeqNaksSent,
   kSeqNaksReceived,
   kRnrNaksSent,
@@ -41,7 +42,7 @@ struct CounterBlock {
 };
 
 inline constexpr uint32_t kStatsMagic = 0x53565354;  // "SVST"
-inline constexpr uint32_t kStatsVersion = 1;
+inline constexpr uint32_t kStatsVersion = 2;
 inline constexpr uint32_t kStatsQps = 256;  // QPs counted one by one; the rest only in the device total
 
 struct StatsQp {

@@ -63,7 +63,8 @@ struct Outbound {
   uint32_t first_psn = 0, npsn = 1;  // PSNs [first_psn, first_psn + npsn)
   uint32_t sent = 0;   // packets (READ, atomics: all, once the request went) sent so far, from the first
   uint32_t acked = 0;  // packets acknowledged (READ: responses received in order)
-  uint64_t sent_ns = 0;  // when its first packet left (for the round-trip estimate)
+  uint32_t high = 0;   // packets sent at least once (those below it go again only as retransmissions)
+  uint64_t sent_ns = 0;  // when its first packet left
 
   bool asks_data() const;  // READ or atomic: answered with data, not a plain ACK
   uint32_t in_flight() const { return asks_data() ? 0 : sent - acked; }
@@ -79,11 +80,17 @@ struct Sender {
   uint32_t retry_left = 0;
   uint8_t timeout = 0;  // the QP's timeout attribute (0: no limit)
   uint32_t retry_cnt = 0;
-  // Tail-loss probe: when the wire goes quiet for a few round trips, the
-  // last packet goes again (a lost last packet draws no NAK; the ACK timer
-  // is typically tens of milliseconds). One probe per ACK timeout period.
+  // Loss probe: when answers stop for a few round trips although packets
+  // are unacknowledged (a lost tail draws no NAK, and a lost NAK is not
+  // sent again), the oldest unacknowledged and the newest packet go again
+  // (probe()), without waiting for the ACK timer, typically tens of
+  // milliseconds. One probe per quiet period.
   uint64_t probe_ns = 0;
-  uint64_t srtt_ns = 0;  // smoothed round trip, from messages' first packet to their ACK
+  // Round trip, Karn-style: one AckReq packet (never a retransmitted one)
+  // is timed at a time, to the answer that covers it.
+  uint64_t srtt_ns = 0;
+  uint32_t rtt_psn = 0;
+  uint64_t rtt_sent_ns = 0;  // 0: no packet being timed
 };
 
 struct AtomicReplay {
@@ -151,9 +158,9 @@ class Engine {
 
  private:
   void pump(Sender& s);
-  void send_packet(Outbound& o, uint32_t index, bool ack_req = false);
+  void send_packet(Sender& s, Outbound& o, uint32_t index, bool ack_req = false);
   void probe(Sender& s);
-  void request_read(Outbound& o);
+  void request_read(Sender& s, Outbound& o);
   void finish_front(Sender& s, Response r);
   void drop_after_front(Sender& s);
   bool finish_before(Sender& s, size_t k);

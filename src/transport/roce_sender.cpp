@@ -52,6 +52,14 @@ uint32_t path_mtu_bytes(const Qp* qp, Sender& s, const in6_addr& dst) {
   return std::min(mtu, s.link_mtu);
 }
 
+// Times the round trip of the packet with PSN `psn` (one asking for an
+// ACK, sent for the first time) unless one is being timed already.
+void time_round_trip(Sender& s, uint32_t psn) {
+  if (s.rtt_sent_ns) return;
+  s.rtt_psn = psn;
+  s.rtt_sent_ns = monotonic_ns();
+}
+
 uint64_t ack_timeout_ns(uint8_t timeout) { return 4096ull << (timeout & 31); }
 
 uint32_t packets_for(uint64_t length, uint32_t mtu) {
@@ -249,17 +257,21 @@ void Engine::restart_timer(Sender& s, bool progress) {
   if (progress) s.retry_left = s.retry_cnt;
 }
 
-void Engine::request_read(Outbound& o) {
+void Engine::request_read(Sender& s, Outbound& o) {
   const uint64_t done = std::min<uint64_t>(packet_offset(o.acked, o.mtu), o.length);
   RocePacket p = header(transport_base(o.type) | kReadRequest, o.dst_qpn, psn_add(o.first_psn, o.acked));
   p.xrceth.srqn = o.xrc_srqn;
   p.reth = Reth{o.remote_addr + done, o.rkey, static_cast<uint32_t>(o.length - done)};
   p.bth.ack_req = true;
+  if (o.high == 0) time_round_trip(s, p.bth.psn);
+  o.high = o.npsn;
   transmit(o.src_qpn, as_in6(o.dst.sgid), as_in6(o.dst.dgid), o.dst.traffic_class, p, nullptr, 0);
   o.sent = o.npsn;
 }
 
-void Engine::send_packet(Outbound& o, uint32_t i, bool ack_req) {
+void Engine::send_packet(Sender& s, Outbound& o, uint32_t i, bool ack_req) {
+  const bool fresh = i >= o.high;
+  if (fresh) o.high = i + 1;
   const uint8_t base = transport_base(o.type);
   const in6_addr& src = as_in6(o.dst.sgid);
   const in6_addr& dst = as_in6(o.dst.dgid);
@@ -272,6 +284,7 @@ void Engine::send_packet(Outbound& o, uint32_t i, bool ack_req) {
     p.atomic_eth.swap_add = o.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? o.swap : o.compare_add;
     p.atomic_eth.compare = o.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? o.compare_add : 0;
     p.bth.ack_req = true;
+    if (fresh) time_round_trip(s, p.bth.psn);
     transmit(o.src_qpn, src, dst, o.dst.traffic_class, p, nullptr, 0);
     return;
   }
@@ -287,6 +300,7 @@ void Engine::send_packet(Outbound& o, uint32_t i, bool ack_req) {
       p.imm = ntohl(o.imm);
   }
   p.bth.ack_req = ack_req || last || (i + 1) % kAckRequestEvery == 0;
+  if (p.bth.ack_req && fresh) time_round_trip(s, p.bth.psn);
   transmit(o.src_qpn, src, dst, o.dst.traffic_class, p, o.data.data() + packet_offset(i, o.mtu), packet_size(o.length, i, o.mtu));
 }
 
@@ -301,15 +315,15 @@ void Engine::pump(Sender& s) {
     if (o.asks_data()) {
       if (o.sent == 0) {
         if (o.opcode == IBV_WR_RDMA_READ)
-          request_read(o);
+          request_read(s, o);
         else
-          send_packet(o, 0);
+          send_packet(s, o, 0);
         o.sent = o.npsn;
       }
       continue;
     }
     while (o.sent < o.npsn && in_flight < kWindowPackets) {
-      send_packet(o, o.sent++);
+      send_packet(s, o, o.sent++);
       ++in_flight;
     }
     if (in_flight >= kWindowPackets) return;
@@ -319,6 +333,7 @@ void Engine::pump(Sender& s) {
 // Everything from packet `index` of message `k` on goes again.
 void Engine::go_back(Sender& s, size_t k, uint32_t index) {
   if (k < s.out.size()) counters.add(s.out[k].src_qpn, kRetransmits);
+  s.rtt_sent_ns = 0;  // an answer now may be to either copy: no sample
   for (size_t j = k; j < s.out.size(); ++j) {
     Outbound& o = s.out[j];
     if (o.asks_data()) {
@@ -333,10 +348,6 @@ void Engine::go_back(Sender& s, size_t k, uint32_t index) {
 
 void Engine::finish_front(Sender& s, Response r) {
   Outbound& o = s.out.front();
-  if (r.outcome == Outcome::kAck && o.sent_ns) {
-    const uint64_t sample = monotonic_ns() - o.sent_ns;
-    s.srtt_ns = s.srtt_ns ? (7 * s.srtt_ns + sample) / 8 : sample;
-  }
   answers.push_back(Answer{o.qp, o.src_qpn, o.pos, r});
   s.out.pop_front();
   restart_timer(s, true);
@@ -367,6 +378,11 @@ void Engine::on_response(const RocePacket& pkt, const PacketAddrs&) {
   auto it = senders.find(pkt.bth.dest_qp);
   if (it == senders.end() || it->second.out.empty()) return;  // nothing in flight: a late duplicate
   Sender& s = it->second;
+  if (s.rtt_sent_ns && psn_compare(pkt.bth.psn, s.rtt_psn) >= 0) {
+    const uint64_t sample = monotonic_ns() - s.rtt_sent_ns;
+    s.srtt_ns = s.srtt_ns ? (7 * s.srtt_ns + sample) / 8 : sample;
+    s.rtt_sent_ns = 0;
+  }
   // The message this answer is about, and which of its packets.
   size_t k = 0;
   uint32_t i = 0;
@@ -450,19 +466,31 @@ void Engine::on_response(const RocePacket& pkt, const PacketAddrs&) {
   }
 }
 
-// Sends the newest packet on the wire again, asking for an ACK: if it was
-// lost it now arrives, if not the responder answers the duplicate; either
-// way an answer comes back within a round trip.
+// Sends again, asking for ACKs, the oldest unacknowledged packet and the
+// newest one sent. Whatever was lost, an answer comes back within a round
+// trip that says where the responder stands: a lost tail (no later packet
+// to draw a NAK) arrives or draws the NAK now; after a lost NAK (the
+// responder drops everything until the packet it expects, and NAKs once),
+// the oldest is that packet and the newest, now out of order, draws a new
+// NAK; if nothing was lost, both are duplicates and are acknowledged.
 void Engine::probe(Sender& s) {
   s.probe_ns = 0;
+  Outbound& oldest = s.out.front();
+  if (oldest.sent == 0) return;
+  counters.add(oldest.src_qpn, kProbes);
+  s.rtt_sent_ns = 0;
+  auto resend = [&](Outbound& o, uint32_t index) {
+    if (o.opcode == IBV_WR_RDMA_READ)
+      request_read(s, o);  // from its first missing response
+    else
+      send_packet(s, o, o.asks_data() ? 0 : index, true);
+  };
+  const uint32_t first = std::min(oldest.acked, oldest.npsn - 1);
+  resend(oldest, first);
   for (size_t j = s.out.size(); j-- > 0;) {
     Outbound& o = s.out[j];
     if (o.sent == 0) continue;
-    counters.add(o.src_qpn, kRetransmits);
-    if (o.opcode == IBV_WR_RDMA_READ)
-      request_read(o);
-    else
-      send_packet(o, o.asks_data() ? 0 : o.sent - 1, true);
+    if (j != 0 || (o.sent - 1 != first && !o.asks_data())) resend(o, o.sent - 1);
     return;
   }
 }

@@ -24,7 +24,9 @@
 #include "transport/roce_capture.h"
 #include "transport/roce_engine.h"
 #include "util/clock.h"
+#include "util/knobs.h"
 #include "util/log.h"
+#include "util/short_slice.h"
 
 namespace sv {
 namespace roce {
@@ -214,6 +216,10 @@ void drain(Engine& e, ReceiveSlots& slots, int budget) {
 
 void network_thread() {
   pthread_setname_np(pthread_self(), "softverbs-net");
+  // Woken by a packet, this thread must get a core now, though polling
+  // applications hold them all (util/short_slice.h).
+  if (const unsigned us = knobs().net_slice_us; us && !request_short_slice(uint64_t{us} * 1000))
+    SV_DEBUG("network thread: the kernel kept its default scheduler slice");
   Engine& e = engine();
   ReceiveSlots slots;
   uint64_t next_try_ns = 0;  // when a process without the RoCE port tries to bind it again

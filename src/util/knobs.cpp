@@ -34,6 +34,7 @@ Knobs parse() {
   }
   if (const char* v = env("SOFTVERBS_DEVICE_NAME")) k.device_name = v;
   if (const char* v = env("SOFTVERBS_UDP_OFFLOAD")) k.udp_offload = std::strcmp(v, "0") != 0;
+  if (const char* v = env("SOFTVERBS_NET_SLICE_US")) k.net_slice_us = std::strtoul(v, nullptr, 10);
   return k;
 }
 

@@ -23,6 +23,7 @@ struct Knobs {
   MemPath mem_path = MemPath::kAuto;   // SOFTVERBS_MEM_PATH: auto|map|cma|bounce
   std::string device_name = "softverbs0";  // SOFTVERBS_DEVICE_NAME
   bool udp_offload = true;           // SOFTVERBS_UDP_OFFLOAD=0: RoCEv2 without UDP GSO/GRO
+  unsigned net_slice_us = 100;       // SOFTVERBS_NET_SLICE_US: network thread's scheduler slice (0: kernel default)
 };
 
 // Parsed on first use; stable for the life of the process.
