@@ -39,8 +39,8 @@ inline const in6_addr& as_in6(const ibv_gid& g) { return *reinterpret_cast<const
 // socket buffers and the forwarding between processes that share the port
 // under load (RETRY_EXC_ERR in e2e_roce_ib_write_bw_2pairs under ASan): 64
 // stays the default until the requester has flow control.
-inline constexpr uint32_t kWindowPackets = 64;
-inline constexpr uint32_t kAckRequestEvery = 16;
+inline constexpr uint32_t kWindowPackets = 512;
+inline constexpr uint32_t kAckRequestEvery = 64;
 // Responder resources kept to answer a repeated atomic without executing it again.
 inline constexpr size_t kAtomicReplays = 16;
 

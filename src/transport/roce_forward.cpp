@@ -17,7 +17,7 @@ struct ForwardHeader {
   in6_addr src, dst;
   uint16_t src_port, dst_port;
   uint8_t traffic_class, hop_limit;
-  uint8_t reserved[2];
+  uint16_t seg;  // 0: one datagram; else a GRO buffer's segment size
 };
 
 // The abstract socket name of the process of registry slot `slot`, as
@@ -64,9 +64,9 @@ void Forwarder::close() {
 }
 
 bool Forwarder::forward(uint32_t slot, const DatagramInfo& info, uint16_t dst_port, const uint8_t* data,
-                        size_t len) {
+                        size_t len, uint16_t seg) {
   if (send_fd_ < 0) return false;
-  ForwardHeader h{info.src, info.dst, info.src_port, dst_port, info.traffic_class, info.hop_limit, {}};
+  ForwardHeader h{info.src, info.dst, info.src_port, dst_port, info.traffic_class, info.hop_limit, seg};
   sockaddr_un a;
   socklen_t alen = address_of(slot, &a);
   iovec iov[2] = {{&h, sizeof h}, {const_cast<uint8_t*>(data), len}};
@@ -83,7 +83,7 @@ bool Forwarder::forward(uint32_t slot, const DatagramInfo& info, uint16_t dst_po
   }
 }
 
-ssize_t Forwarder::receive(uint8_t* buf, size_t cap, DatagramInfo* info, uint16_t* dst_port) {
+ssize_t Forwarder::receive(uint8_t* buf, size_t cap, DatagramInfo* info, uint16_t* dst_port, uint16_t* seg) {
   if (fd_ < 0) return -1;
   ForwardHeader h;
   iovec iov[2] = {{&h, sizeof h}, {buf, cap}};
@@ -98,6 +98,7 @@ ssize_t Forwarder::receive(uint8_t* buf, size_t cap, DatagramInfo* info, uint16_
   info->traffic_class = h.traffic_class;
   info->hop_limit = h.hop_limit;
   *dst_port = h.dst_port;
+  *seg = h.seg;
   return n - static_cast<ssize_t>(sizeof h);
 }
 

@@ -35,11 +35,15 @@ class Forwarder {
   int fd() const { return fd_; }
 
   // Hands a datagram that arrived on port `dst_port` to the process of
-  // registry slot `slot`; false when that process is gone.
-  bool forward(uint32_t slot, const DatagramInfo& info, uint16_t dst_port, const uint8_t* data, size_t len);
-  // Receives one forwarded datagram without blocking (into `buf`, `cap`
-  // bytes): its length, or -1 when none waits.
-  ssize_t receive(uint8_t* buf, size_t cap, DatagramInfo* info, uint16_t* dst_port);
+  // registry slot `slot`; false when that process is gone. `seg` nonzero:
+  // `data` is a GRO buffer, datagrams of `seg` bytes back to back (the
+  // last may be shorter), all for that process: one message for them all,
+  // so a burst does not overrun the unix queue's few slots.
+  bool forward(uint32_t slot, const DatagramInfo& info, uint16_t dst_port, const uint8_t* data, size_t len,
+               uint16_t seg = 0);
+  // Receives one forwarded message without blocking (into `buf`, `cap`
+  // bytes): its length, or -1 when none waits; `*seg` as forward() had it.
+  ssize_t receive(uint8_t* buf, size_t cap, DatagramInfo* info, uint16_t* dst_port, uint16_t* seg);
 
  private:
   int fd_ = -1;       // ours, bound: what others forward to us

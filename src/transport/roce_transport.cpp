@@ -102,18 +102,25 @@ void run_answers(Engine& e) {
   }
 }
 
+// How a datagram reached this process.
+enum class Arrival {
+  kWire,            // on our own UDP socket
+  kForwarded,       // from the port owner, which checked its ICRC
+  kForwardedWhole,  // from the port owner, in a whole GRO buffer: not checked yet
+};
+
 // One datagram that arrived on UDP port `local_port` (at buf +
 // kDatagramHeadroom, `len` bytes). The port owner checks the ICRC and hands
-// packets for other processes' QPs on (roce_forward.h); `forwarded` ones
-// were checked by it.
+// packets for other processes' QPs on (roce_forward.h).
 void handle_datagram(Engine& e, uint8_t* buf, size_t len, const DatagramInfo& info, uint16_t local_port,
-                     bool forwarded) {
+                     Arrival arrival) {
+  const bool forwarded = arrival != Arrival::kWire;
   net::DatagramAddrs a;
   a.src_ip = info.src;
   a.dst_ip = info.dst;
   a.src_port = info.src_port;
   a.dst_port = local_port;
-  if (!forwarded && !net::datagram_icrc_ok(a, buf, len)) {
+  if (arrival != Arrival::kForwarded && !net::datagram_icrc_ok(a, buf, len)) {
     SV_DEBUG("RoCEv2 packet with a bad ICRC dropped");
     e.counters.add_device(kIcrcErrors);
     return;
@@ -180,6 +187,25 @@ void hand_over_at_exit() {
   }
 }
 
+// A GRO buffer (`len` bytes of `seg`-byte datagrams at slot +
+// kDatagramHeadroom) whose datagrams are all for QPs of one other process
+// goes to it in one message, ICRCs unchecked (checking one overwrites the
+// end of the one before it: the receiver checks them). True if it went.
+bool forward_whole(Engine& e, uint8_t* slot, size_t len, uint16_t seg, const DatagramInfo& info,
+                   uint16_t local_port) {
+  if (!seg || len <= seg) return false;
+  const uint8_t* data = slot + net::kDatagramHeadroom;
+  uint32_t owner = 0;
+  for (size_t off = 0; off < len; off += seg) {
+    if (std::min<size_t>(seg, len - off) < net::kBthBytes + net::kIcrcBytes) return false;
+    const uint32_t qpn = net::be::get24(data + off + 5);  // BTH DestQP
+    const uint32_t o = shm::qpn_slot(qpn);
+    if (qpn == softverbs::ibcm::kGsiQpn || o == e.slot || (off && o != owner)) return false;
+    owner = o;
+  }
+  return e.fwd.forward(owner, info, local_port, data, len, seg);
+}
+
 // Receives and handles what waits on the sockets, at most `budget`
 // datagrams per socket. Caller holds g_rx_mu.
 void drain(Engine& e, ReceiveSlots& slots, int budget) {
@@ -194,21 +220,25 @@ void drain(Engine& e, ReceiveSlots& slots, int budget) {
     const uint16_t local_port = i == 0 ? e.sock.source_port(net::v4_mapped(0)) : e.sock.source_port(in6_addr{});
     for (int left = budget; left > 0;) {
       int got = e.sock.receive_many(fds[i], payloads, kSlotBytes, std::min(left, kSlots), lens, segs, infos);
-      for (int s = 0; s < got; ++s)
+      for (int s = 0; s < got; ++s) {
+        if (lens[s] > 0 && forward_whole(e, slots.at(s), static_cast<size_t>(lens[s]), segs[s], infos[s], local_port))
+          continue;
         for_each_segment(slots.at(s), lens[s], segs[s], [&](uint8_t* buf, size_t len) {
-          handle_datagram(e, buf, len, infos[s], local_port, false);
+          handle_datagram(e, buf, len, infos[s], local_port, Arrival::kWire);
         });
+      }
       run_answers(e);
       if (got < kSlots) break;
       left -= got;
     }
   }
   DatagramInfo info;
-  uint16_t port;
+  uint16_t port, seg;
   for (int k = 0; k < budget; ++k) {
-    ssize_t n = e.fwd.receive(payloads[0], kSlotBytes, &info, &port);
+    ssize_t n = e.fwd.receive(payloads[0], kSlotBytes, &info, &port, &seg);
     if (n < 0) break;
-    handle_datagram(e, slots.at(0), static_cast<size_t>(n), info, port, true);
+    const Arrival how = seg ? Arrival::kForwardedWhole : Arrival::kForwarded;
+    for_each_segment(slots.at(0), n, seg, [&](uint8_t* buf, size_t len) { handle_datagram(e, buf, len, info, port, how); });
     if (k % 16 == 15) run_answers(e);
   }
   run_answers(e);
