@@ -83,11 +83,17 @@ void Counters::drop_in_child() {
   file_ = nullptr;
   path_.clear();
   slots_.clear();
+  last_slot_ = nullptr;
 }
 
 StatsQp* Counters::slot(uint32_t qpn) {
+  if (qpn == last_qpn_ && last_slot_) return last_slot_;  // packets come in runs of one QP
   auto it = slots_.find(qpn);
-  if (it != slots_.end()) return it->second;
+  if (it != slots_.end()) {
+    last_qpn_ = qpn;
+    last_slot_ = it->second;
+    return it->second;
+  }
   for (StatsQp& q : file_->qps) {
     uint32_t free = 0;
     if (q.qpn.load(std::memory_order_relaxed) == 0) {
@@ -101,7 +107,8 @@ StatsQp* Counters::slot(uint32_t qpn) {
 void Counters::add(uint32_t qpn, Counter c, uint64_t n) {
   if (!file_) return;
   file_->device.v[c].fetch_add(n, std::memory_order_relaxed);
-  if (StatsQp* q = slot(qpn)) q->c.v[c].fetch_add(n, std::memory_order_relaxed);
+  // One writer (under the engine's mu): no read-modify-write needed.
+  if (StatsQp* q = slot(qpn)) q->c.v[c].store(q->c.v[c].load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 }
 
 void Counters::add_device(Counter c, uint64_t n) {
@@ -112,6 +119,7 @@ void Counters::forget(uint32_t qpn) {
   auto it = slots_.find(qpn);
   if (it == slots_.end()) return;
   if (it->second) it->second->qpn.store(0, std::memory_order_release);
+  if (last_slot_ == it->second) last_slot_ = nullptr;
   slots_.erase(it);
 }
 

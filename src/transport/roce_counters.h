@@ -77,6 +77,8 @@ class Counters {
   StatsFile* file_ = nullptr;
   std::string path_;
   std::unordered_map<uint32_t, StatsQp*> slots_;
+  uint32_t last_qpn_ = 0;  // the last lookup, which the next one most often repeats
+  StatsQp* last_slot_ = nullptr;
 };
 
 }  // namespace sv::roce
