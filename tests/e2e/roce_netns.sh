@@ -215,51 +215,7 @@ if ((stats)); then
 fi
 
 check_capture() {  # tshark decodes every packet of $1 as RoCE, none malformed; each ICRC recomputed
-  capture_file=$1
-  ts() { env -u LD_PRELOAD tshark -r "$capture_file" --disable-heuristic rpcrdma_infiniband "$@" 2>/dev/null; }
-  total=$(ts | wc -l)
-  roce=$(ts -Y infiniband | wc -l)
-  bad=$(ts -Y '_ws.malformed || _ws.expert.severity >= "Warning"' | wc -l)
-  echo "capture: $total packets, $roce decoded as RoCE, $bad malformed or flagged"
-  [[ $total -gt 0 && $roce == "$total" && $bad == 0 ]] || { ts -Y '_ws.malformed' -V | head -60; return 1; }
-  env -u LD_PRELOAD python3 - "$capture_file" <<'PY' || return 1
-import struct, sys, zlib
-data = open(sys.argv[1], 'rb').read()
-magic = struct.unpack_from('<I', data, 0)[0]
-frames, off = [], 24
-if magic in (0xa1b2c3d4, 0xa1b23c4d):
-    while off < len(data):
-        _, _, incl, _ = struct.unpack_from('<IIII', data, off)
-        frames.append(data[off + 16: off + 16 + incl]); off += 16 + incl
-else:  # pcapng: enhanced packet blocks
-    off = 0
-    while off < len(data):
-        btype, blen = struct.unpack_from('<II', data, off)
-        if btype == 6:
-            cap = struct.unpack_from('<I', data, off + 20)[0]
-            frames.append(data[off + 28: off + 28 + cap])
-        off += blen
-def icrc(frame):
-    ethertype = int.from_bytes(frame[12:14], 'big')
-    if ethertype == 0x0800:
-        ip = bytearray(frame[14:34]); ip[1] = 0xff; ip[8] = 0xff; ip[10:12] = b'\xff\xff'
-        end = 14 + int.from_bytes(frame[16:18], 'big')
-    else:
-        ip = bytearray(frame[14:54]); ip[0] |= 0x0f; ip[1:4] = b'\xff\xff\xff'; ip[7] = 0xff
-        end = 54 + int.from_bytes(frame[18:20], 'big')
-    at = 14 + len(ip)
-    udp = bytearray(frame[at:at + 8]); udp[6:8] = b'\xff\xff'
-    bth = bytearray(frame[at + 8:at + 20]); bth[4] = 0xff
-    return zlib.crc32(b'\xff' * 8 + ip + udp + bth + frame[at + 20:end - 4]) & 0xffffffff, frame[end - 4:end]
-bad = 0
-for i, f in enumerate(frames):
-    crc, wire = icrc(f)
-    if struct.pack('<I', crc) != wire:
-        bad += 1
-        print('frame %d: ICRC %08x, wire %s' % (i + 1, crc, wire.hex()))
-print('ICRC checked on %d frames, %d wrong' % (len(frames), bad))
-sys.exit(1 if bad or not frames else 0)
-PY
+  env -u LD_PRELOAD python3 "$here/roce_pcap_check.py" "$1"
 }
 
 if ((pcap == 1)); then
