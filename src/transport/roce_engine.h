@@ -86,6 +86,11 @@ struct Sender {
   // (probe()), without waiting for the ACK timer, typically tens of
   // milliseconds. One probe per quiet period.
   uint64_t probe_ns = 0;
+  // The PSN of the oldest packet the last probe sent again, while its answer
+  // is awaited: an ACK of exactly that PSN says the responder had stopped
+  // there (its NAK was lost), so everything after it goes again.
+  bool probe_pending = false;
+  uint32_t probe_psn = 0;
   // Round trip, Karn-style: one AckReq packet (never a retransmitted one)
   // is timed at a time, to the answer that covers it.
   uint64_t srtt_ns = 0;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <utility>
 
 #include "core/gid_table.h"
 #include "core/qp.h"
@@ -383,6 +384,7 @@ void Engine::on_response(const RocePacket& pkt, const PacketAddrs&) {
     s.srtt_ns = s.srtt_ns ? (7 * s.srtt_ns + sample) / 8 : sample;
     s.rtt_sent_ns = 0;
   }
+  const bool probe_answer = std::exchange(s.probe_pending, false) && pkt.bth.psn == s.probe_psn;
   // The message this answer is about, and which of its packets.
   size_t k = 0;
   uint32_t i = 0;
@@ -412,6 +414,8 @@ void Engine::on_response(const RocePacket& pkt, const PacketAddrs&) {
         restart_timer(s, true);
       }
       if (o.acked == o.npsn) finish_front(s, Response{Outcome::kAck, 0});
+      if (probe_answer && !s.out.empty() && !s.out.front().asks_data() && s.out.front().sent > s.out.front().acked)
+        return go_back(s, 0, s.out.front().acked);  // the responder took the probe and nothing after it
       return pump(s);
     }
     if (!finish_before(s, k)) return;
@@ -472,7 +476,9 @@ void Engine::on_response(const RocePacket& pkt, const PacketAddrs&) {
 // to draw a NAK) arrives or draws the NAK now; after a lost NAK (the
 // responder drops everything until the packet it expects, and NAKs once),
 // the oldest is that packet and the newest, now out of order, draws a new
-// NAK; if nothing was lost, both are duplicates and are acknowledged.
+// NAK (and if that is lost too, the ACK of exactly the oldest says the
+// responder stopped there: on_response sends everything after it again);
+// if nothing was lost, both are duplicates and are acknowledged.
 void Engine::probe(Sender& s) {
   s.probe_ns = 0;
   Outbound& oldest = s.out.front();
@@ -487,6 +493,8 @@ void Engine::probe(Sender& s) {
   };
   const uint32_t first = std::min(oldest.acked, oldest.npsn - 1);
   resend(oldest, first);
+  s.probe_pending = !oldest.asks_data();
+  s.probe_psn = psn_add(oldest.first_psn, first);
   for (size_t j = s.out.size(); j-- > 0;) {
     Outbound& o = s.out[j];
     if (o.sent == 0) continue;

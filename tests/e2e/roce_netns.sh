@@ -17,6 +17,9 @@
 #               delay); skipped (77) where the kernel has no netem
 #     --drop    nftables drops PERCENT % of the RoCEv2 packets each host sends
 #               (random loss without netem)
+#     --drop-naks PERCENT  also drop that share of the PSN sequence-error
+#               NAKs (RC ACKNOWLEDGE with AETH syndrome 0x60): recovery must
+#               then come from the requester's loss probe or ACK timer
 #     --drop-data the same for packets over 200 bytes only (data, not ACKs).
 #               For ping-pong tools: when the last ACK is lost, the peer may
 #               have exited before the retransmission, and the sender's
@@ -31,12 +34,13 @@
 #     CM_SERVER_RUNS_FOREVER=1 (cmtime): the server is stopped after the client;
 #     CM_CLIENT_FAILS=1: the client must fail (the regex then matches its error)
 set -u
-netem="" drop="" min_len=0 pcap=0 ipv6=0 stats=0 pairs=1 self_pcap=0
+netem="" drop="" drop_naks="" min_len=0 pcap=0 ipv6=0 stats=0 pairs=1 self_pcap=0
 while [[ $# -gt 0 && $1 == --* ]]; do
   case $1 in
     --netem) netem=$2; shift 2 ;;
     --drop) drop=$2; shift 2 ;;
     --drop-data) drop=$2; min_len=200; shift 2 ;;
+    --drop-naks) drop_naks=$2; shift 2 ;;
     --pcap) pcap=1; shift ;;
     --self-pcap) self_pcap=1; shift ;;
     --ipv6) ipv6=1; shift ;;
@@ -76,6 +80,9 @@ if [[ -n $netem ]]; then
     ip netns exec "$b" tc qdisc add dev "$vb" root netem $netem || { echo "tc netem $netem refused"; exit 77; }
 fi
 if [[ -n $drop ]]; then
+  nak_rule=""  # BTH opcode 0x11 (RC ACKNOWLEDGE), AETH syndrome 0x60 (NAK: PSN sequence error)
+  [[ -n $drop_naks ]] && nak_rule="udp dport 4791 @th,64,8 0x11 @th,160,8 0x60 $( ((drop_naks < 100)) &&
+    echo "numgen random mod 100 < $drop_naks") counter drop"
   command -v nft >/dev/null || { echo "nft not installed"; exit 77; }
   for ns in "$a" "$b"; do
     ip netns exec "$ns" nft -f - <<NFT || { echo "nft refused the loss rule"; exit 77; }
@@ -83,6 +90,7 @@ table inet loss {
   chain out {
     type filter hook output priority 0;
     udp dport 4791 meta length > $min_len numgen random mod 100 < $drop counter drop
+    $nak_rule
   }
 }
 NFT
@@ -175,6 +183,7 @@ if ((stats)); then
   while kill -0 "${clients[@]}" 2>/dev/null; do
     sample >"$work/stat.now"
     grep -q "QP 0x.*packets_received [1-9]" "$work/stat.now" && cp "$work/stat.now" "$work/stat"
+    grep -q "device .*probes [1-9]" "$work/stat.now" && touch "$work/probed"  # (its process may end first)
     sleep 0.05
   done
 fi
@@ -200,7 +209,7 @@ done
 ((failed)) && exit 1
 if [[ -n $drop ]]; then
   for ns in "$a" "$b"; do
-    echo "$ns dropped: $(ip netns exec "$ns" nft list chain inet loss out | grep -o 'packets [0-9]*')"
+    echo "$ns dropped: $(ip netns exec "$ns" nft list chain inet loss out | grep -o 'packets [0-9]*' | paste -sd ' ')"
   done
 fi
 
@@ -211,6 +220,9 @@ if ((stats)); then
     { echo "no packets counted"; exit 1; }
   if [[ -n $drop ]] && ! grep -Eq "(seq_naks_sent|ack_timeouts|retransmits) [1-9]" "$work/stat"; then
     echo "packets were dropped but no recovery was counted"; exit 1
+  fi
+  if [[ -n $drop_naks && ! -e $work/probed ]]; then
+    echo "sequence NAKs were dropped but no loss probe was counted"; exit 1
   fi
 fi
 
