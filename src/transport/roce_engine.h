@@ -64,7 +64,6 @@ struct Outbound {
   uint32_t sent = 0;   // packets (READ, atomics: all, once the request went) sent so far, from the first
   uint32_t acked = 0;  // packets acknowledged (READ: responses received in order)
   uint32_t high = 0;   // packets sent at least once (those below it go again only as retransmissions)
-  uint64_t sent_ns = 0;  // when its first packet left
 
   bool asks_data() const;  // READ or atomic: answered with data, not a plain ACK
   uint32_t in_flight() const { return asks_data() ? 0 : sent - acked; }

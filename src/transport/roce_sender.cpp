@@ -312,7 +312,6 @@ void Engine::pump(Sender& s) {
   uint32_t in_flight = 0;
   for (const Outbound& o : s.out) in_flight += o.in_flight();
   for (Outbound& o : s.out) {
-    if (!o.sent_ns && o.sent == 0) o.sent_ns = monotonic_ns();
     if (o.asks_data()) {
       if (o.sent == 0) {
         if (o.opcode == IBV_WR_RDMA_READ)
