@@ -22,6 +22,7 @@
 #include "transport/roce_counters.h"
 #include "transport/roce_forward.h"
 #include "transport/roce_socket.h"
+#include "util/brief_spin_mutex.h"
 
 namespace sv {
 
@@ -136,12 +137,19 @@ class Engine {
   RoceSocket sock;
   Forwarder fwd;      // packets for this process, from the port owner
   uint32_t slot = 0;  // our registry slot: the QPNs of our QPs carry it
-  std::mutex mu;
-  std::mutex call_mu;
+  BriefSpinMutex mu;
+  BriefSpinMutex call_mu;
   std::unordered_map<uint32_t, Sender> senders;      // by local QPN
   std::unordered_map<uint32_t, Receiver> receivers;  // by local QPN
   std::vector<Answer> answers;                       // filled under mu, run without it
-  int wake_fd = -1;
+  // The network thread's alarm (a timerfd) for the senders' timers, armed
+  // for `armed_ns` (0: not armed). Posting arms it when it would go off too
+  // late instead of waking the thread: on a machine whose cores all run
+  // polling applications every wake-up costs the poster its core.
+  int timer_fd = -1;
+  uint64_t armed_ns = 0;
+  bool rearm = false;  // a timer may now be due before armed_ns: arm_timer() at unlock
+  void arm_timer();
 
   // Queues one packet; they leave together at flush() (or when the batch
   // is full), so a window of packets costs one system call.
@@ -204,13 +212,16 @@ class Engine {
 class EngineLock {
  public:
   explicit EngineLock(Engine& e) : e_(e), lock_(e.mu) {}
-  ~EngineLock() { e_.flush(); }
+  ~EngineLock() {
+    e_.flush();
+    if (e_.rearm) e_.arm_timer();
+  }
   EngineLock(const EngineLock&) = delete;
   EngineLock& operator=(const EngineLock&) = delete;
 
  private:
   Engine& e_;
-  std::lock_guard<std::mutex> lock_;
+  std::lock_guard<BriefSpinMutex> lock_;
 };
 
 Engine& engine();

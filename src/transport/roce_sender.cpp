@@ -6,6 +6,7 @@
 // the responder's verdict, handed back to the QP's requester
 // (core/requester.h answer_from_network).
 #include <arpa/inet.h>
+#include <sys/timerfd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -255,6 +256,8 @@ void Engine::restart_timer(Sender& s, bool progress) {
   s.deadline_ns = now + period;
   const uint64_t rtt = s.srtt_ns ? s.srtt_ns : kFirstRttGuessNs;
   s.probe_ns = period / 2 > kMinProbeNs ? now + std::clamp<uint64_t>(4 * rtt, kMinProbeNs, period / 2) : 0;
+  const uint64_t due = s.probe_ns ? s.probe_ns : s.deadline_ns;
+  if (!armed_ns || due < armed_ns) rearm = true;
   if (progress) s.retry_left = s.retry_cnt;
 }
 
@@ -522,6 +525,16 @@ void Engine::on_timers(uint64_t now) {
     restart_timer(s, false);
     go_back(s, 0, s.out.front().acked);  // timeout 0: no limit, but lost packets still go again
   }
+}
+
+void Engine::arm_timer() {
+  rearm = false;
+  const uint64_t due = next_deadline();
+  if (!due || (armed_ns && armed_ns <= due)) return;
+  itimerspec when{};
+  when.it_value.tv_sec = static_cast<time_t>(due / 1'000'000'000);
+  when.it_value.tv_nsec = static_cast<long>(due % 1'000'000'000);
+  if (timer_fd >= 0 && timerfd_settime(timer_fd, TFD_TIMER_ABSTIME, &when, nullptr) == 0) armed_ns = due;
 }
 
 uint64_t Engine::next_deadline() const {

@@ -3,7 +3,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
-#include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,7 +36,7 @@ std::mutex g_start_mu;
 std::atomic<bool> g_started{false};
 // Held by the thread draining the sockets: the network thread, or an
 // application thread polling an empty CQ (RoceTransport::progress).
-std::mutex g_rx_mu;
+BriefSpinMutex g_rx_mu;
 // Receive slots: a RoCE datagram is at most a 4096-byte MTU plus headers,
 // but with UDP GRO one slot takes a peer's whole GSO send (up to 64 KiB);
 // anything larger (truncated) is not RoCE.
@@ -65,22 +65,19 @@ void after_fork_in_child() {
   Engine& e = engine();
   e.sock.close();
   e.fwd.close();
-  if (e.wake_fd >= 0) close(e.wake_fd);
-  e.wake_fd = -1;
+  if (e.timer_fd >= 0) close(e.timer_fd);
+  e.timer_fd = -1;
+  e.armed_ns = 0;
+  e.rearm = false;
   e.senders.clear();
   e.receivers.clear();
   e.counters.drop_in_child();
   e.answers.clear();
-  new (&e.mu) std::mutex();
-  new (&e.call_mu) std::mutex();
+  new (&e.mu) BriefSpinMutex();
+  new (&e.call_mu) BriefSpinMutex();
   new (&g_start_mu) std::mutex();
-  new (&g_rx_mu) std::mutex();
+  new (&g_rx_mu) BriefSpinMutex();
   g_started.store(false);
-}
-
-void wake(Engine& e) {
-  uint64_t one = 1;
-  if (e.wake_fd >= 0) (void)!write(e.wake_fd, &one, sizeof one);
 }
 
 // Hands each answered work request back to its QP's requester. call_mu
@@ -206,9 +203,15 @@ bool forward_whole(Engine& e, uint8_t* slot, size_t len, uint16_t seg, const Dat
   return e.fwd.forward(owner, info, local_port, data, len, seg);
 }
 
+// Which of the receiving sockets to read: the IPv4 and IPv6 UDP sockets
+// and the forwarding socket (an empty one costs a system call).
+struct Readable {
+  bool v4 = true, v6 = true, forwarded = true;
+};
+
 // Receives and handles what waits on the sockets, at most `budget`
 // datagrams per socket. Caller holds g_rx_mu.
-void drain(Engine& e, ReceiveSlots& slots, int budget) {
+void drain(Engine& e, ReceiveSlots& slots, int budget, Readable readable = {}) {
   const int fds[2] = {e.sock.fd4(), e.sock.fd6()};
   uint8_t* payloads[kSlots];
   for (int s = 0; s < kSlots; ++s) payloads[s] = slots.at(s) + net::kDatagramHeadroom;
@@ -216,7 +219,7 @@ void drain(Engine& e, ReceiveSlots& slots, int budget) {
   uint16_t segs[kSlots];
   DatagramInfo infos[kSlots];
   for (int i = 0; i < 2; ++i) {
-    if (fds[i] < 0) continue;
+    if (fds[i] < 0 || !(i == 0 ? readable.v4 : readable.v6)) continue;
     const uint16_t local_port = i == 0 ? e.sock.source_port(net::v4_mapped(0)) : e.sock.source_port(in6_addr{});
     for (int left = budget; left > 0;) {
       int got = e.sock.receive_many(fds[i], payloads, kSlotBytes, std::min(left, kSlots), lens, segs, infos);
@@ -234,7 +237,7 @@ void drain(Engine& e, ReceiveSlots& slots, int budget) {
   }
   DatagramInfo info;
   uint16_t port, seg;
-  for (int k = 0; k < budget; ++k) {
+  for (int k = 0; readable.forwarded && k < budget; ++k) {
     ssize_t n = e.fwd.receive(payloads[0], kSlotBytes, &info, &port, &seg);
     if (n < 0) break;
     const Arrival how = seg ? Arrival::kForwardedWhole : Arrival::kForwarded;
@@ -254,23 +257,16 @@ void network_thread() {
   ReceiveSlots slots;
   uint64_t next_try_ns = 0;  // when a process without the RoCE port tries to bind it again
   for (;;) {
-    int timeout_ms = -1;
-    {
-      std::lock_guard g(e.mu);
-      if (uint64_t d = e.next_deadline()) {
-        uint64_t now = monotonic_ns();
-        timeout_ms = d <= now ? 0 : static_cast<int>((d - now + 999'999) / 1'000'000);
-      }
-    }
     // Without the port, look for it again every second: its owner may be gone.
     const bool owner = e.sock.owns_roce_port();
-    if (!owner && (timeout_ms < 0 || timeout_ms > 1000)) timeout_ms = 1000;
     pollfd fds[4] = {{e.sock.fd4(), POLLIN, 0}, {e.sock.fd6(), POLLIN, 0}, {e.fwd.fd(), POLLIN, 0},
-                     {e.wake_fd, POLLIN, 0}};
-    if (poll(fds, 4, timeout_ms) < 0 && errno != EINTR) return;
+                     {e.timer_fd, POLLIN, 0}};
+    if (poll(fds, 4, owner ? -1 : 1000) < 0 && errno != EINTR) return;
     if (fds[3].revents & POLLIN) {
-      uint64_t v;
-      (void)!read(e.wake_fd, &v, sizeof v);
+      uint64_t expirations;
+      (void)!read(e.timer_fd, &expirations, sizeof expirations);
+      std::lock_guard g(e.mu);
+      e.armed_ns = 0;
     }
     if (!owner && monotonic_ns() >= next_try_ns) {
       next_try_ns = monotonic_ns() + 1'000'000'000;
@@ -280,11 +276,13 @@ void network_thread() {
     }
     if ((fds[0].revents | fds[1].revents | fds[2].revents) & POLLIN) {
       std::lock_guard rx(g_rx_mu);
-      drain(e, slots, 256);  // bounded, so timers get their turn
+      drain(e, slots, 256,  // bounded, so timers get their turn
+            Readable{(fds[0].revents & POLLIN) != 0, (fds[1].revents & POLLIN) != 0, (fds[2].revents & POLLIN) != 0});
     }
     {
       EngineLock g(e);
       e.on_timers(monotonic_ns());
+      e.rearm = true;  // the alarm, for whatever is due next
     }
     run_answers(e);
   }
@@ -322,7 +320,7 @@ void RoceTransport::listen() {
   }
   static bool exit_handler = (std::atexit(roce::hand_over_at_exit), true);
   (void)exit_handler;
-  e.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  e.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
   {
     std::lock_guard g(e.mu);
     e.counters.open();
@@ -341,9 +339,8 @@ Response RoceTransport::deliver(const Message& m) {
   Response r;
   {
     roce::EngineLock g(e);
-    r = e.start_reliable(m);
+    r = e.start_reliable(m);  // arms the network thread's alarm if need be (EngineLock)
   }
-  roce::wake(e);  // the thread's timer now has a deadline
   return r;
 }
 
@@ -369,7 +366,7 @@ void RoceTransport::progress() {
 void RoceTransport::forget_qp(uint32_t qpn, bool wait) {
   if (!roce::g_started.load(std::memory_order_acquire)) return;
   roce::Engine& e = roce::engine();
-  std::unique_lock<std::mutex> c;
+  std::unique_lock<BriefSpinMutex> c;
   if (wait) c = std::unique_lock(e.call_mu);
   std::lock_guard g(e.mu);
   e.senders.erase(qpn);
