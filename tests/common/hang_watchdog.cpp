@@ -1,0 +1,139 @@
+// Turns a hung test into a failure that says where it hung.
+//
+// CTest kills a test that outlives its TIMEOUT and keeps nothing but the
+// output so far: a "[ RUN ]" line. A test that hangs once in hundreds of
+// runs (in CI, never locally) is then all but impossible to chase. This
+// listener, linked into each gtest binary, arms a deadline when a test
+// starts; if the test is still running when it passes, it prints every
+// thread's stack (gdb, when installed; else each thread's kernel wait
+// channel) and aborts, well inside CTest's limit.
+//
+// The deadline: SOFTVERBS_TEST_HANG_S seconds (0 turns the watchdog off),
+// else SOFTVERBS_TEST_HANG_DEFAULT_S, which each binary's CMakeLists sets
+// below its CTest TIMEOUT.
+#include <gtest/gtest.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <dirent.h>
+
+namespace {
+
+int hang_seconds() {
+  if (const char* v = std::getenv("SOFTVERBS_TEST_HANG_S")) return std::atoi(v);
+  return SOFTVERBS_TEST_HANG_DEFAULT_S;
+}
+
+std::string read_first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// Without gdb: each thread's name, state and where in the kernel it waits.
+void print_wait_channels() {
+  DIR* d = opendir("/proc/self/task");
+  if (!d) return;
+  while (dirent* t = readdir(d)) {
+    if (t->d_name[0] == '.') continue;
+    const std::string dir = std::string("/proc/self/task/") + t->d_name;
+    std::fprintf(stderr, "  thread %s (%s): wchan %s, syscall %s\n", t->d_name,
+                 read_first_line(dir + "/comm").c_str(), read_first_line(dir + "/wchan").c_str(),
+                 read_first_line(dir + "/syscall").c_str());
+  }
+  closedir(d);
+}
+
+// Every thread's backtrace, by gdb attached to this process.
+bool print_gdb_backtraces() {
+  if (access("/usr/bin/gdb", X_OK) != 0) return false;
+  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY);  // Yama: let our child attach to us
+  const std::string pid = std::to_string(getpid());
+  pid_t child = fork();
+  if (child < 0) return false;
+  if (child == 0) {
+    dup2(STDERR_FILENO, STDOUT_FILENO);
+    execl("/usr/bin/gdb", "gdb", "-q", "-batch", "-nx", "-p", pid.c_str(), "-ex", "thread apply all bt",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// The deadline and the thread that watches it. Never destroyed: gtest
+// deletes its listeners at exit, and a condition variable must not be
+// destroyed under the thread still waiting on it (glibc waits for it).
+class Watch {
+ public:
+  explicit Watch(int seconds) : seconds_(seconds) { std::thread([this] { run(); }).detach(); }
+
+  void start(const testing::TestInfo& info) {
+    std::lock_guard g(mu_);
+    name_ = std::string(info.test_suite_name()) + "." + info.name();
+    deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(seconds_);
+    running_ = true;
+    cv_.notify_all();
+  }
+  void end() {
+    std::lock_guard g(mu_);
+    running_ = false;
+    cv_.notify_all();
+  }
+
+ private:
+  void run() {
+    std::unique_lock g(mu_);
+    for (;;) {
+      cv_.wait(g, [this] { return running_; });
+      const auto deadline = deadline_;
+      if (cv_.wait_until(g, deadline, [&] { return !running_ || deadline_ != deadline; })) continue;
+      std::fprintf(stderr, "\n*** %s still running after %d s (SOFTVERBS_TEST_HANG_S): the threads' stacks\n",
+                   name_.c_str(), seconds_);
+      g.unlock();
+      if (!print_gdb_backtraces()) print_wait_channels();
+      std::fprintf(stderr, "*** aborting the hung test\n");
+      std::abort();
+    }
+  }
+
+  const int seconds_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string name_;
+  std::chrono::steady_clock::time_point deadline_;
+  bool running_ = false;
+};
+
+class HangWatchdog : public testing::EmptyTestEventListener {
+ public:
+  explicit HangWatchdog(Watch* watch) : watch_(watch) {}
+  void OnTestStart(const testing::TestInfo& info) override { watch_->start(info); }
+  void OnTestEnd(const testing::TestInfo&) override { watch_->end(); }
+
+ private:
+  Watch* watch_;
+};
+
+// Registered before main() runs the tests (gtest_main's main calls
+// InitGoogleTest, which keeps listeners appended before it).
+const bool registered = [] {
+  const int seconds = hang_seconds();
+  if (seconds > 0) testing::UnitTest::GetInstance()->listeners().Append(new HangWatchdog(new Watch(seconds)));
+  return true;
+}();
+
+}  // namespace
