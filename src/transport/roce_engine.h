@@ -74,7 +74,6 @@ struct Outbound {
 // timer, which runs while any is unanswered.
 struct Sender {
   uint32_t next_psn = 0;
-  uint32_t link_mtu = 0;  // link_ib_mtu() of the destination, found at the first message
   std::deque<Outbound> out;
   uint64_t deadline_ns = 0;
   uint32_t retry_left = 0;
@@ -106,7 +105,6 @@ struct AtomicReplay {
 
 // A QP's responder: the expected PSN, the message being reassembled.
 struct Receiver {
-  uint32_t link_mtu = 0;  // link_ib_mtu() back to the requester
   uint32_t epsn = 0;
   uint32_t msn = 0;
   bool nak_sent = false;  // one NAK per sequence error, until the expected PSN arrives
@@ -183,8 +181,9 @@ class Engine {
   void receive_unreliable(const net::RocePacket& pkt, const PacketAddrs& from, uint32_t qpn);
   void receive_reliable(const net::RocePacket& pkt, const PacketAddrs& from, uint32_t qpn);
 
-  // link_ib_mtu() of `dst`, remembered for a second (UD sends go anywhere:
-  // each destination's link is looked up, not the first one's).
+  // link_ib_mtu() of `dst`, remembered for a second, so that a link whose
+  // MTU changes is followed within a second. Per destination, not per QP:
+  // UD sends go anywhere, and RC requesters and responders share it.
   uint32_t link_mtu_to(const in6_addr& dst);
   struct In6Hash {
     size_t operator()(const in6_addr& a) const {

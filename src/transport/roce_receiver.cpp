@@ -264,8 +264,7 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
   if (order == 0) r.nak_sent = false;
 
   if (read) {  // new or repeated: reading again is harmless
-    if (!r.link_mtu) r.link_mtu = link_ib_mtu(from.src);
-    const uint32_t len = pkt.reth.len, mtu = std::min(responder_mtu(*t), r.link_mtu);
+    const uint32_t len = pkt.reth.len, mtu = std::min(responder_mtu(*t), link_mtu_to(from.src));
     std::vector<uint8_t> data(len);
     Message m = message_for(pkt, pkt, *t, d);
     Piece sink{data.data(), len};

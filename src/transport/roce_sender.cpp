@@ -45,13 +45,12 @@ uint8_t transport_base(ibv_qp_type t) {
   }
 }
 
-// The QP's path MTU, no larger than what the link carries (rxe clamps it the
-// same way, to its port's MTU, which follows the netdev's).
-uint32_t path_mtu_bytes(const Qp* qp, Sender& s, const in6_addr& dst) {
-  if (!s.link_mtu) s.link_mtu = link_ib_mtu(dst);
+// The QP's path MTU, no larger than what the link carries (`link_mtu`; rxe
+// clamps it the same way, to its port's MTU, which follows the netdev's).
+uint32_t path_mtu_bytes(const Qp* qp, uint32_t link_mtu) {
   ibv_mtu m = qp->attr.path_mtu;
   uint32_t mtu = (m >= IBV_MTU_256 && m <= IBV_MTU_4096) ? 128u << m : 1024;
-  return std::min(mtu, s.link_mtu);
+  return std::min(mtu, link_mtu);
 }
 
 // Times the round trip of the packet with PSN `psn` (one asking for an
@@ -193,7 +192,7 @@ Response Engine::send_unreliable(const Message& m) {
     return Response{Outcome::kAck, 0};
   }
   // UC: the whole message at once; nothing comes back.
-  const uint32_t mtu = path_mtu_bytes(m.qp, s, as_in6(m.dst->dgid)), n = packets_for(m.length, mtu);
+  const uint32_t mtu = path_mtu_bytes(m.qp, link_mtu_to(as_in6(m.dst->dgid))), n = packets_for(m.length, mtu);
   for (uint32_t i = 0; i < n; ++i) {
     RocePacket p = header(base | data_operation(m.opcode, i, n), m.dst_qpn, psn_add(s.next_psn, i));
     if (i == 0 && !is_send(m.opcode)) p.reth = Reth{m.remote_addr, m.rkey, static_cast<uint32_t>(m.length)};
@@ -230,7 +229,7 @@ Response Engine::start_reliable(const Message& m) {
   o.rkey = m.rkey;
   o.length = m.length;
   o.sink.assign(m.sink, m.sink + m.num_sink);
-  o.mtu = path_mtu_bytes(m.qp, s, as_in6(m.dst->dgid));
+  o.mtu = path_mtu_bytes(m.qp, link_mtu_to(as_in6(m.dst->dgid)));
   if (m.opcode == IBV_WR_RDMA_READ) {
     o.data.assign(m.length, 0);
     o.npsn = packets_for(m.length, o.mtu);
