@@ -12,6 +12,8 @@
 // else SOFTVERBS_TEST_HANG_DEFAULT_S, which each binary's CMakeLists sets
 // below its CTest TIMEOUT.
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,7 +25,7 @@
 #include <fstream>
 #include <mutex>
 #include <string>
-#include <thread>
+#include <new>
 
 #include <dirent.h>
 
@@ -77,13 +79,26 @@ bool print_gdb_backtraces() {
 // The deadline and the thread that watches it. Never destroyed: gtest
 // deletes its listeners at exit, and a condition variable must not be
 // destroyed under the thread still waiting on it (glibc waits for it).
+// It lives on a page of its own, not on the heap: tests register heap
+// buffers, and registration copies the pages under them into shared memory
+// (the overlay), which would race with this thread's use of its mutex.
+// For the same reason the thread is a plain pthread (std::thread keeps its
+// start state on the heap) and the test's name is not a std::string.
 class Watch {
  public:
-  explicit Watch(int seconds) : seconds_(seconds) { std::thread([this] { run(); }).detach(); }
+  static Watch* create(int seconds) {
+    void* page = mmap(nullptr, sizeof(Watch), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED) return nullptr;
+    auto* w = new (page) Watch(seconds);
+    pthread_t t;
+    if (pthread_create(&t, nullptr, &Watch::thread_main, w) != 0) return nullptr;
+    pthread_detach(t);
+    return w;
+  }
 
   void start(const testing::TestInfo& info) {
     std::lock_guard g(mu_);
-    name_ = std::string(info.test_suite_name()) + "." + info.name();
+    std::snprintf(name_, sizeof name_, "%s.%s", info.test_suite_name(), info.name());
     deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(seconds_);
     running_ = true;
     cv_.notify_all();
@@ -95,6 +110,12 @@ class Watch {
   }
 
  private:
+  explicit Watch(int seconds) : seconds_(seconds) {}
+  static void* thread_main(void* self) {
+    static_cast<Watch*>(self)->run();
+    return nullptr;
+  }
+
   void run() {
     std::unique_lock g(mu_);
     for (;;) {
@@ -102,7 +123,7 @@ class Watch {
       const auto deadline = deadline_;
       if (cv_.wait_until(g, deadline, [&] { return !running_ || deadline_ != deadline; })) continue;
       std::fprintf(stderr, "\n*** %s still running after %d s (SOFTVERBS_TEST_HANG_S): the threads' stacks\n",
-                   name_.c_str(), seconds_);
+                   name_, seconds_);
       g.unlock();
       if (!print_gdb_backtraces()) print_wait_channels();
       std::fprintf(stderr, "*** aborting the hung test\n");
@@ -113,7 +134,7 @@ class Watch {
   const int seconds_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::string name_;
+  char name_[512] = {};
   std::chrono::steady_clock::time_point deadline_;
   bool running_ = false;
 };
@@ -132,7 +153,8 @@ class HangWatchdog : public testing::EmptyTestEventListener {
 // InitGoogleTest, which keeps listeners appended before it).
 const bool registered = [] {
   const int seconds = hang_seconds();
-  if (seconds > 0) testing::UnitTest::GetInstance()->listeners().Append(new HangWatchdog(new Watch(seconds)));
+  if (seconds <= 0) return true;
+  if (Watch* w = Watch::create(seconds)) testing::UnitTest::GetInstance()->listeners().Append(new HangWatchdog(w));
   return true;
 }();
 
