@@ -37,6 +37,10 @@ struct Message {
   const Destination* dst;   // addresses, route, traffic class, ... (dst->qpn/qkey unused)
   const Piece* pieces;      // SEND/WRITE payload
   uint32_t num_pieces;
+  // The pieces are the application's registered memory (not inline data
+  // copied into the send queue, not an ODP scratch buffer): they hold still
+  // until the work request completes, so a transport may read them late.
+  bool pieces_are_app_memory;
   uint64_t length;
   uint64_t remote_addr;     // WRITE/READ/atomics
   uint32_t rkey;

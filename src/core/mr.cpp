@@ -10,6 +10,7 @@
 #include "core/handles.h"
 #include "core/limits.h"
 #include "core/mw.h"
+#include "core/transport.h"
 #include "util/bits.h"
 #include "util/knobs.h"
 #include "util/log.h"
@@ -169,6 +170,13 @@ Mr* reg_mr(Pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
   return mr;
 }
 
+// Messages on the network may still be reading the MR's memory in place
+// (transport/roce_engine.h Outbound::borrowed): they take a copy before it
+// goes, as a device's DMA would have read the pinned pages.
+static void release_for_network(const Mr& mr) {
+  if (Transport* t = mr.pd_obj->ctx->remote_transport) t->copy_app_buffers();
+}
+
 int rereg_mr(Mr* mr, int flags, Pd* pd, void* addr, size_t length, unsigned access) {
   if (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED || !flags) {
     errno = EINVAL;
@@ -204,6 +212,7 @@ int rereg_mr(Mr* mr, int flags, Pd* pd, void* addr, size_t length, unsigned acce
   // Retire the old key first so no peer uses a half-updated entry; the MR
   // gets a new key, as a real device hands out on re-registration.
   e.key.store(0, std::memory_order_release);
+  release_for_network(*mr);
   unpin(*mr, host);
   if (new_pd != mr->pd_obj) {
     mr->pd_obj->users().fetch_sub(1);
@@ -233,6 +242,7 @@ int dereg_mr(Mr* mr) {
     return EINVAL;
   }
   host.arena().mr_table()[owner->index].key.store(0, std::memory_order_release);
+  release_for_network(*owner);
   unpin(*owner, host);
   if (owner->dm) owner->dm->mr_uses->fetch_sub(1);
   host.arena().give_mr_index(owner->index);

@@ -184,6 +184,7 @@ Message message_for(Qp* qp, uint64_t pos, const SendWqe& w) {
   m.dst = &d;
   m.pieces = m.sink = nullptr;
   m.num_pieces = m.num_sink = 0;
+  m.pieces_are_app_memory = false;
   m.length = w.length;
   m.remote_addr = w.remote_addr;
   m.rkey = w.rkey;
@@ -343,6 +344,7 @@ bool execute_next(Qp* qp) {
   } else {
     m.pieces = pieces;
     m.num_pieces = n;
+    m.pieces_are_app_memory = !w.inlined && !odp;
   }
   Transport* t = m.dst->route;
   if (__builtin_expect(t != nullptr, 1)) {
@@ -380,6 +382,7 @@ bool pipeline_next(Qp* qp) {
   if (!m.dst->route || m.dst->route != qp->ctx->remote_transport) return false;
   m.pieces = pieces;
   m.num_pieces = n;
+  m.pieces_are_app_memory = !w.inlined;  // (odp was refused above)
   Response r = m.dst->route->deliver(m);
   if (r.outcome != Outcome::kPending) return false;  // not expected of an RC network transport
   qp->sq_sent = pos + 1;
@@ -437,6 +440,9 @@ void resume_send_queue(Qp* qp) {
 }
 
 void flush_send_queue_locked(Qp* qp) {
+  // What is still on the wire is not sent again: once flushed, its buffers
+  // are the application's again (and a QP in error sends nothing).
+  if (qp->on_network() && qp->ctx->remote_transport) qp->ctx->remote_transport->drop_sends(qp->qp_base.qp_num);
   while (qp->sq_exec != qp->sq_tail) {
     uint64_t pos = qp->sq_exec;
     complete(qp, pos, IBV_WC_WR_FLUSH_ERR);

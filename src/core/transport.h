@@ -31,6 +31,12 @@ class Transport {
   // The QP is being reset (wait: false) or destroyed (wait: true, returns
   // once no answer for it is being delivered): drop what is kept for it.
   virtual void forget_qp(uint32_t /*qpn*/, bool /*wait*/) {}
+  // The QP's send queue was flushed: messages of it still on the wire are
+  // not sent again (the application owns their buffers again).
+  virtual void drop_sends(uint32_t /*qpn*/) {}
+  // Registered memory is going (ibv_dereg_mr, ibv_rereg_mr): what the
+  // transport still reads from application buffers it copies now.
+  virtual void copy_app_buffers() {}
   // Does the network work that is waiting (packets received, answers owed)
   // on the calling thread, if no other thread is doing it right now.
   virtual void progress() {}

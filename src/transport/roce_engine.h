@@ -58,7 +58,12 @@ struct Outbound {
   uint64_t remote_addr = 0, compare_add = 0, swap = 0;
   uint32_t rkey = 0;
   uint64_t length = 0;
-  std::vector<uint8_t> data;  // SEND/WRITE: the payload; READ: where responses land
+  std::vector<uint8_t> data;  // SEND/WRITE: the payload (unless borrowed); READ: where responses land
+  // SEND/WRITE of one piece of the application's memory: read from there
+  // as its packets go, without a copy at post time (~15% of the sender's
+  // core at 1 MiB messages), until the work request completes, is flushed
+  // or its memory is deregistered (copy_payload()).
+  const uint8_t* borrowed = nullptr;
   std::vector<Piece> sink;    // READ/atomic: the requester's buffers
   uint32_t mtu = 1024;
   uint32_t first_psn = 0, npsn = 1;  // PSNs [first_psn, first_psn + npsn)
@@ -67,6 +72,12 @@ struct Outbound {
   uint32_t high = 0;   // packets sent at least once (those below it go again only as retransmissions)
 
   bool asks_data() const;  // READ or atomic: answered with data, not a plain ACK
+  const uint8_t* payload() const { return borrowed ? borrowed : data.data(); }
+  void copy_payload() {
+    if (!borrowed) return;
+    data.assign(borrowed, borrowed + length);
+    borrowed = nullptr;
+  }
   uint32_t in_flight() const { return asks_data() ? 0 : sent - acked; }
 };
 

@@ -105,6 +105,7 @@ Message message_for(const RocePacket& first, const RocePacket& pkt, const shm::Q
   m.dst = &d;
   m.pieces = m.sink = nullptr;
   m.num_pieces = m.num_sink = 0;
+  m.pieces_are_app_memory = false;
   m.length = 0;
   m.remote_addr = first.reth.va;
   m.rkey = first.reth.rkey;

@@ -178,8 +178,13 @@ Response Engine::send_unreliable(const Message& m) {
       return Response{Outcome::kAck, 0};
     }
   }
-  thread_local std::vector<uint8_t> data;
-  gather(m, &data);
+  // Packets are built (payload copied) now: one piece needs no gathering.
+  thread_local std::vector<uint8_t> gathered;
+  const uint8_t* data = m.num_pieces == 1 ? m.pieces[0].addr : nullptr;
+  if (!data) {
+    gather(m, &gathered);
+    data = gathered.data();
+  }
   const uint8_t base = transport_base(m.qp_type);
   if (m.qp_type == IBV_QPT_UD) {
     RocePacket p = header(base | (m.opcode == IBV_WR_SEND_WITH_IMM ? kSendOnlyImm : kSendOnly), m.dst_qpn, s.next_psn);
@@ -188,7 +193,7 @@ Response Engine::send_unreliable(const Message& m) {
     p.deth.qkey = m.qkey;
     p.deth.src_qp = m.src_qpn;
     p.imm = ntohl(m.imm);
-    transmit(m.src_qpn, as_in6(m.dst->sgid), as_in6(m.dst->dgid), m.dst->traffic_class, p, data.data(), data.size());
+    transmit(m.src_qpn, as_in6(m.dst->sgid), as_in6(m.dst->dgid), m.dst->traffic_class, p, data, m.length);
     return Response{Outcome::kAck, 0};
   }
   // UC: the whole message at once; nothing comes back.
@@ -200,7 +205,7 @@ Response Engine::send_unreliable(const Message& m) {
       p.bth.se = m.solicited;
       p.imm = ntohl(m.imm);
     }
-    transmit(m.src_qpn, as_in6(m.dst->sgid), as_in6(m.dst->dgid), m.dst->traffic_class, p, data.data() + packet_offset(i, mtu), packet_size(m.length, i, mtu));
+    transmit(m.src_qpn, as_in6(m.dst->sgid), as_in6(m.dst->dgid), m.dst->traffic_class, p, data + packet_offset(i, mtu), packet_size(m.length, i, mtu));
   }
   s.next_psn = psn_add(s.next_psn, n);
   return Response{Outcome::kAck, 0};
@@ -236,7 +241,10 @@ Response Engine::start_reliable(const Message& m) {
   } else if (is_atomic(m.opcode)) {
     o.npsn = 1;
   } else {
-    gather(m, &o.data);
+    if (m.num_pieces == 1 && m.pieces_are_app_memory)
+      o.borrowed = m.pieces[0].addr;
+    else
+      gather(m, &o.data);
     o.npsn = packets_for(m.length, o.mtu);
   }
   o.first_psn = s.next_psn;
@@ -304,7 +312,7 @@ void Engine::send_packet(Sender& s, Outbound& o, uint32_t i, bool ack_req) {
   }
   p.bth.ack_req = ack_req || last || (i + 1) % kAckRequestEvery == 0;
   if (p.bth.ack_req && fresh) time_round_trip(s, p.bth.psn);
-  transmit(o.src_qpn, src, dst, o.dst.traffic_class, p, o.data.data() + packet_offset(i, o.mtu), packet_size(o.length, i, o.mtu));
+  transmit(o.src_qpn, src, dst, o.dst.traffic_class, p, o.payload() + packet_offset(i, o.mtu), packet_size(o.length, i, o.mtu));
 }
 
 // Sends what the window allows, oldest message first: READ and atomic

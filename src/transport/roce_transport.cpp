@@ -363,6 +363,21 @@ void RoceTransport::progress() {
   roce::run_answers(e);
 }
 
+void RoceTransport::drop_sends(uint32_t qpn) {
+  if (!roce::g_started.load(std::memory_order_acquire)) return;
+  roce::Engine& e = roce::engine();
+  std::lock_guard g(e.mu);
+  if (auto it = e.senders.find(qpn); it != e.senders.end()) it->second.out.clear();
+}
+
+void RoceTransport::copy_app_buffers() {
+  if (!roce::g_started.load(std::memory_order_acquire)) return;
+  roce::Engine& e = roce::engine();
+  std::lock_guard g(e.mu);
+  for (auto& [qpn, s] : e.senders)
+    for (roce::Outbound& o : s.out) o.copy_payload();
+}
+
 void RoceTransport::forget_qp(uint32_t qpn, bool wait) {
   if (!roce::g_started.load(std::memory_order_acquire)) return;
   roce::Engine& e = roce::engine();

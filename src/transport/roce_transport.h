@@ -15,6 +15,8 @@ class RoceTransport final : public Transport {
   Response deliver(const Message& m) override;
   void listen() override;
   void forget_qp(uint32_t qpn, bool wait) override;
+  void drop_sends(uint32_t qpn) override;
+  void copy_app_buffers() override;
   void progress() override;
 };
 

@@ -1,0 +1,220 @@
+/* The program of roce_buffers_netns.sh, written against <infiniband/verbs.h>
+ * only: an RC WRITE of a large buffer between two hosts, whose buffer the
+ * client gives up while the WRITE is still on the wire, as an application
+ * may once the rules allow it. Over RoCEv2, softverbs reads a message's
+ * payload from the application's memory as its packets go (no copy at post
+ * time), so it must let go of that memory in time.
+ *   rc_buffer_tool server DIR GID_INDEX
+ *       a 16 MiB target buffer; writes DIR/server, waits for DIR/client,
+ *       connects; on the client's SEND checks that every byte of the
+ *       buffer is 0xa5 ("verified") and exits 0, else 1
+ *   rc_buffer_tool client DIR GID_INDEX MODE
+ *       MODE dereg: registers a 16 MiB buffer of 0xa5, posts one WRITE of
+ *       it, deregisters the MR at once, fills the buffer with 0x5a and
+ *       unmaps it; the WRITE must complete successfully (the server then
+ *       checks it got 0xa5 throughout), then a SEND tells the server
+ *       MODE flush: posts the WRITE, moves the QP to the error state, takes
+ *       the flush completion, unmaps the (still registered) buffer and
+ *       waits a second, through several ACK timeouts: nothing may read it
+ *   Exits 0 on success; prints what went wrong otherwise. */
+#include <arpa/inet.h>
+#include <infiniband/verbs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LEN (16u << 20)
+#define PATTERN 0xa5
+#define OVERWRITE 0x5a
+
+struct side {
+  uint32_t qpn, psn, rkey;
+  uint64_t addr;
+  union ibv_gid gid;
+};
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static int write_side(const char *dir, const char *who, const struct side *s) {
+  char path[512], tmp[520];
+  snprintf(path, sizeof path, "%s/%s", dir, who);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (!f) return -1;
+  fprintf(f, "%u %u %u %llu", s->qpn, s->psn, s->rkey, (unsigned long long)s->addr);
+  for (int i = 0; i < 16; ++i) fprintf(f, " %u", s->gid.raw[i]);
+  fprintf(f, "\n");
+  fclose(f);
+  return rename(tmp, path);
+}
+
+static int read_side(const char *dir, const char *who, struct side *s) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, who);
+  for (double end = now_s() + 30; now_s() < end; usleep(10000)) {
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    unsigned long long addr;
+    int n = fscanf(f, "%u %u %u %llu", &s->qpn, &s->psn, &s->rkey, &addr);
+    for (int i = 0; i < 16 && n == 4; ++i) {
+      unsigned v;
+      if (fscanf(f, " %u", &v) != 1) n = -1;
+      s->gid.raw[i] = (uint8_t)v;
+    }
+    fclose(f);
+    s->addr = addr;
+    return n == 4 ? 0 : -1;
+  }
+  return -1;
+}
+
+static int connect_qp(struct ibv_context *ctx, struct ibv_qp *qp, int gid_index, const struct side *me,
+                      const struct side *peer) {
+  struct ibv_port_attr pa;
+  if (ibv_query_port(ctx, 1, &pa)) return -1;
+  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
+                          .qp_access_flags = IBV_ACCESS_REMOTE_WRITE};
+  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) return -1;
+  memset(&a, 0, sizeof a);
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = pa.active_mtu;
+  a.dest_qp_num = peer->qpn;
+  a.rq_psn = peer->psn;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 12;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.grh.dgid = peer->gid;
+  a.ah_attr.grh.sgid_index = (uint8_t)gid_index;
+  a.ah_attr.grh.hop_limit = 64;
+  a.ah_attr.port_num = 1;
+  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+    return -1;
+  a.qp_state = IBV_QPS_RTS;
+  a.sq_psn = me->psn;
+  a.timeout = 14; /* 67 ms, as perftest: a loaded CI machine may hold the peer off for ~30 ms; still
+                   * 15 ACK timeouts in the flush test's second */
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.max_rd_atomic = 1;
+  return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                   IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+static int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, double seconds) {
+  for (double end = now_s() + seconds; now_s() < end;) {
+    int n = ibv_poll_cq(cq, 1, wc);
+    if (n < 0) return -1;
+    if (n == 1) return 0;
+  }
+  return -1;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 4 || (!strcmp(argv[1], "client") && argc < 5)) {
+    fprintf(stderr, "usage: %s server DIR GID_INDEX | client DIR GID_INDEX dereg|flush\n", argv[0]);
+    return 2;
+  }
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  const int server = !strcmp(argv[1], "server");
+  const char *dir = argv[2];
+  const int gid_index = atoi(argv[3]);
+  struct ibv_device **list = ibv_get_device_list(NULL);
+  struct ibv_context *ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
+  struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+  struct ibv_cq *cq = pd ? ibv_create_cq(ctx, 16, NULL, NULL, 0) : NULL;
+  struct ibv_qp_init_attr ia = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+                                .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1,
+                                        .max_recv_sge = 1, .max_inline_data = 16}};
+  struct ibv_qp *qp = cq ? ibv_create_qp(pd, &ia) : NULL;
+  uint8_t *buf = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (!qp || buf == MAP_FAILED) {
+    fprintf(stderr, "cannot create the device resources\n");
+    return 3;
+  }
+  memset(buf, server ? 0 : PATTERN, LEN);
+  struct ibv_mr *mr = ibv_reg_mr(pd, buf, LEN, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  if (!mr) {
+    perror("ibv_reg_mr");
+    return 3;
+  }
+  struct side me = {.qpn = qp->qp_num, .psn = 0x1234, .rkey = mr->rkey, .addr = (uintptr_t)buf}, peer;
+  if (ibv_query_gid(ctx, 1, gid_index, &me.gid) || write_side(dir, server ? "server" : "client", &me) ||
+      read_side(dir, server ? "client" : "server", &peer) || connect_qp(ctx, qp, gid_index, &me, &peer)) {
+    fprintf(stderr, "cannot connect\n");
+    return 3;
+  }
+  struct ibv_wc wc;
+  if (server) {
+    struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = 16, .lkey = mr->lkey};
+    struct ibv_recv_wr rwr = {.sg_list = &sge, .num_sge = 1}, *bad;
+    if (ibv_post_recv(qp, &rwr, &bad)) return 3;
+    printf("ready\n");
+    if (wait_wc(cq, &wc, 60) || wc.status != IBV_WC_SUCCESS) {
+      fprintf(stderr, "no SEND from the client\n");
+      return 1;
+    }
+    for (size_t i = 16; /* (the SEND landed in the first 16 bytes) */ i < LEN; ++i)
+      if (buf[i] != PATTERN) {
+        printf("byte %zu is 0x%02x, not 0x%02x\n", i, buf[i], PATTERN);
+        return 1;
+      }
+    printf("verified\n");
+    return 0;
+  }
+  struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = LEN, .lkey = mr->lkey};
+  struct ibv_send_wr wr = {.wr_id = 1, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+                           .send_flags = IBV_SEND_SIGNALED, .wr = {.rdma = {.remote_addr = peer.addr, .rkey = peer.rkey}}};
+  struct ibv_send_wr *bad;
+  if (ibv_post_send(qp, &wr, &bad)) {
+    perror("ibv_post_send");
+    return 3;
+  }
+  if (!strcmp(argv[4], "dereg")) {
+    if (ibv_dereg_mr(mr)) {
+      perror("ibv_dereg_mr");
+      return 1;
+    }
+    memset(buf, OVERWRITE, LEN);
+    munmap(buf, LEN);
+    printf("deregistered, overwritten and unmapped with the WRITE on the wire\n");
+    if (wait_wc(cq, &wc, 30)) {
+      printf("no completion for the WRITE\n");
+      return 1;
+    }
+    printf("WRITE: %s\n", ibv_wc_status_str(wc.status));
+    if (wc.status != IBV_WC_SUCCESS) return 1;
+    char note[8] = "check";
+    struct ibv_sge nsge = {.addr = (uintptr_t)note, .length = sizeof note};
+    struct ibv_send_wr swr = {.wr_id = 2, .sg_list = &nsge, .num_sge = 1, .opcode = IBV_WR_SEND,
+                              .send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE};
+    if (ibv_post_send(qp, &swr, &bad) || wait_wc(cq, &wc, 30) || wc.status != IBV_WC_SUCCESS) {
+      printf("the SEND to the server failed\n");
+      return 1;
+    }
+    return 0;
+  }
+  /* flush */
+  struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+  if (ibv_modify_qp(qp, &a, IBV_QP_STATE)) {
+    perror("ibv_modify_qp ERR");
+    return 1;
+  }
+  if (wait_wc(cq, &wc, 30)) {
+    printf("no completion for the WRITE\n");
+    return 1;
+  }
+  printf("WRITE: %s\n", ibv_wc_status_str(wc.status));
+  if (wc.status != IBV_WC_WR_FLUSH_ERR && wc.status != IBV_WC_SUCCESS) return 1;
+  munmap(buf, LEN); /* ours again: the MR stays registered, nothing may read it */
+  sleep(1);
+  printf("no access to the unmapped buffer after the flush\n");
+  return 0;
+}

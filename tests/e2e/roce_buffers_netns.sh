@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# An RC WRITE between two hosts (network namespaces this test creates,
+# joined by a veth pair; deleted at the end) whose buffer the application
+# gives up while the WRITE is still on the wire (rc_buffer_tool.c):
+#  - dereg: the MR is deregistered and the buffer overwritten and unmapped
+#    right after posting; the WRITE completes successfully and the target
+#    holds the bytes the buffer had when it was deregistered
+#  - flush: the QP is moved to the error state right after posting; after
+#    the flush completion the buffer is unmapped (still registered) and
+#    nothing reads it any more (no retransmission after the flush)
+# Skipped (77) without the right to create namespaces.
+#   roce_buffers_netns.sh RC_BUFFER_TOOL
+set -u
+tool=$1
+a=sv-buf-a-$$ b=sv-buf-b-$$ va=sv-bva$$ vb=sv-bvb$$
+ip netns add "$a" 2>/dev/null || { echo "cannot create network namespaces: skipped"; exit 77; }
+work=$(mktemp -d)
+cleanup() {
+  ip netns del "$a" 2>/dev/null
+  ip netns del "$b" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+ip netns add "$b" || exit 1
+ip link add "$va" netns "$a" type veth peer name "$vb" netns "$b" &&
+  ip -n "$a" addr add 10.98.0.1/24 dev "$va" && ip -n "$b" addr add 10.98.0.2/24 dev "$vb" &&
+  ip -n "$a" link set "$va" up && ip -n "$b" link set "$vb" up &&
+  ip -n "$a" link set lo up && ip -n "$b" link set lo up || fail "cannot set up the veth link"
+gid_of() {  # the GID index of IPv4 address $2 in namespace $1
+  ip netns exec "$1" ibv_devinfo -v | sed -nE "s/^[[:space:]]*GID\[ *([0-9]+)\]:[[:space:]]+::ffff:${2//./\\.},.*/\1/p" | head -1
+}
+ga=$(gid_of "$a" 10.98.0.1) gb=$(gid_of "$b" 10.98.0.2)
+[[ -n $ga && -n $gb ]] || fail "no RoCEv2 GIDs for the veth addresses"
+
+for mode in dereg flush; do
+  dir=$work/$mode
+  mkdir -p "$dir"
+  ip netns exec "$a" timeout 60 "$tool" server "$dir" "$ga" > "$dir/server.out" 2>&1 &
+  server=$!
+  ip netns exec "$b" timeout 60 "$tool" client "$dir" "$gb" "$mode" > "$dir/client.out" 2>&1
+  rc=$?
+  echo "--- $mode: client (exit $rc)"; cat "$dir/client.out"
+  if [[ $mode == flush ]]; then kill "$server" 2>/dev/null; fi
+  wait "$server"
+  src=$?
+  echo "--- $mode: server (exit $src)"; cat "$dir/server.out"
+  [[ $rc == 0 ]] || fail "$mode: the client failed (exit $rc; 139 is a crash)"
+  if [[ $mode == dereg ]]; then
+    [[ $src == 0 ]] && grep -q verified "$dir/server.out" || fail "dereg: the target did not get the buffer's bytes"
+  fi
+done
+echo "PASS"
