@@ -81,15 +81,22 @@ void after_fork_in_child() {
 }
 
 // Hands each answered work request back to its QP's requester. call_mu
-// keeps destroy_qp from freeing a QP while it is being answered.
+// keeps destroy_qp from freeing a QP while it is being answered, and is
+// taken before the answers are: two threads (the network thread and an
+// application's poll) each holding a batch must hand them over in the
+// order they were taken, or a QP's later answer arrives first, is taken for
+// a stale one (answer_from_network) and that work request never completes.
 void run_answers(Engine& e) {
+  {
+    std::lock_guard g(e.mu);
+    if (e.answers.empty()) return;
+  }
+  std::lock_guard c(e.call_mu);
   std::vector<Answer> todo;
   {
     std::lock_guard g(e.mu);
     todo.swap(e.answers);
   }
-  if (todo.empty()) return;
-  std::lock_guard c(e.call_mu);
   for (const Answer& a : todo) {
     {
       std::lock_guard g(e.mu);
