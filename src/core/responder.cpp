@@ -218,6 +218,8 @@ Response respond_write(shm::PeerTable& peers, const shm::Peer& owner, shm::QpSha
       return Response{Outcome::kDropped, 0};
     }
   }
+  // (A WRITE from the network arrives with no pieces: its packets were
+  // placed as they came, place_write_packet(); the range is checked again.)
   bool ok = true;
   if (m.length) {
     MrView v;
@@ -309,9 +311,12 @@ shm::RecvQueueShared* srq_of(const shm::Peer& owner, uint32_t srqn) {
   return q && q->srqn == srqn ? q : nullptr;
 }
 
-}  // namespace
-
-Response respond(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Message& m) {
+// What every message goes through before its opcode is looked at: the QP
+// can receive, is of the message's type and connected to its sender (UD:
+// the Q_Key matches), and where its receive side is (`rx`). An answer when
+// the message goes no further.
+std::optional<Response> admit(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Message& m,
+                              Rx* rx) {
   uint32_t state = t.state.load(std::memory_order_acquire);
   const bool xrc = t.type == IBV_QPT_XRC_RECV;
   if (!can_receive(state) || (xrc ? m.qp_type != IBV_QPT_XRC_SEND : t.type != static_cast<uint32_t>(m.qp_type)))
@@ -326,7 +331,7 @@ Response respond(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t
   } else if (t.dest_qpn != m.src_qpn) {
     return lost(m);  // not connected to us
   }
-  Rx rx{&owner, &t, nullptr, t.recv_cq_off, t.pd, t.ctx_index};
+  *rx = Rx{&owner, &t, nullptr, t.recv_cq_off, t.pd, t.ctx_index};
   if (xrc) {
     // The SRQ the message names (in any process of the host) must be of
     // the QP's XRC domain; it then takes the place of the QP's receive
@@ -338,8 +343,16 @@ Response respond(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t
       flag_target_error(peers, owner, t, IBV_EVENT_QP_REQ_ERR);
       return Response{Outcome::kRemoteInvalid, 0};
     }
-    rx = Rx{srq_owner, &t, q, q->cq_off, q->pd, q->ctx_index};
+    *rx = Rx{srq_owner, &t, q, q->cq_off, q->pd, q->ctx_index};
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Response respond(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Message& m) {
+  Rx rx{};
+  if (std::optional<Response> early = admit(peers, owner, t, m, &rx)) return *early;
   switch (m.opcode) {
     case IBV_WR_SEND:
     case IBV_WR_SEND_WITH_IMM:
@@ -356,6 +369,25 @@ Response respond(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t
     default:
       return Response{Outcome::kRemoteInvalid, 0};
   }
+}
+
+Response place_write_packet(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Message& m,
+                            uint64_t offset, const uint8_t* data, uint32_t len) {
+  Rx rx{};
+  if (std::optional<Response> early = admit(peers, owner, t, m, &rx)) return *early;
+  MrView v;
+  // The whole range the RETH names is checked at every packet, so a bad
+  // rkey or range is refused at the first packet with nothing written (as
+  // rxe checks it at the first), and a deregistration between packets is
+  // seen at the next.
+  if (offset + len <= m.length &&
+      check_rkey(*rx.mem, t, rx, m.rkey, m.remote_addr, m.length, IBV_ACCESS_REMOTE_WRITE, &v) &&
+      write_to_mr(*rx.mem, v, m.remote_addr + offset, data, len))
+    return Response{Outcome::kAck, 0};
+  SV_INFO("responder QP %#x: RDMA WRITE rkey %#x [%#lx, +%lu) refused", t.qpn, m.rkey, m.remote_addr, m.length);
+  if (m.qp_type == IBV_QPT_UC) return Response{Outcome::kDropped, 0};
+  flag_target_error(peers, owner, t, IBV_EVENT_QP_ACCESS_ERR);
+  return Response{Outcome::kRemoteAccess, 0};
 }
 
 }  // namespace sv

@@ -15,4 +15,13 @@ namespace sv {
 
 Response respond(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& target, const Message& m);
 
+// One packet of an RDMA WRITE from the network, placed into the target's
+// memory as it arrives, at `offset` into the range its message's RETH names
+// (`m.remote_addr`, `m.rkey`, `m.length`), instead of being gathered until
+// the last packet: one copy of the payload fewer. kAck when placed, or the
+// answer respond() would give the message. The last packet then goes
+// through respond() with no pieces, for the checks and the completion.
+Response place_write_packet(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& target, const Message& m,
+                            uint64_t offset, const uint8_t* data, uint32_t len);
+
 }  // namespace sv

@@ -114,7 +114,7 @@ struct AtomicReplay {
   bool valid = false;
 };
 
-// A QP's responder: the expected PSN, the message being reassembled.
+// A QP's responder: the expected PSN, the message in progress.
 struct Receiver {
   uint32_t epsn = 0;
   uint32_t msn = 0;
@@ -122,7 +122,8 @@ struct Receiver {
   bool in_message = false;
   uint32_t message_psn = 0;  // the PSN its first packet had
   net::RocePacket first;     // the first packet's headers (RETH)
-  std::vector<uint8_t> bytes;
+  std::vector<uint8_t> bytes;  // SEND: the payload so far
+  uint64_t placed = 0;         // WRITE: payload bytes placed so far
   AtomicReplay replays[kAtomicReplays];
   size_t next_replay = 0;
 };

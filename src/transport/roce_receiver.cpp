@@ -324,7 +324,8 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
     return;
   }
 
-  // SEND or WRITE, packet by packet.
+  // SEND or WRITE, packet by packet: a SEND is gathered until its last
+  // packet (its receive WQE is taken then), a WRITE placed as it comes.
   const bool write = info->is(kWrite);
   if (info->starts_message()) {
     if (r.in_message) {  // the previous message never ended
@@ -335,29 +336,43 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
     r.message_psn = psn;
     r.first = pkt;
     r.bytes.clear();
+    r.placed = 0;
   } else if (!r.in_message || opcode_info(r.first.bth.opcode)->is(kWrite) != write) {
     answer(qpn, to, peer_qpn, aeth_nak(NakCode::kInvalidRequest), psn, r.msn);
     return;
   }
-  if (r.bytes.size() + pkt.payload_len > limits::kMaxMsgSize) {
+  const uint64_t so_far = write ? r.placed : r.bytes.size();
+  if (so_far + pkt.payload_len > (write ? uint64_t{r.first.reth.len} : limits::kMaxMsgSize)) {
     r.in_message = false;
     answer(qpn, to, peer_qpn, aeth_nak(NakCode::kInvalidRequest), psn, r.msn);
     return;
   }
-  r.bytes.insert(r.bytes.end(), pkt.payload, pkt.payload + pkt.payload_len);
-  r.epsn = psn_add(psn, 1);
-  if (!info->ends_message()) {
-    if (pkt.bth.ack_req) answer(qpn, to, peer_qpn, aeth_ack(), psn, r.msn);
-    return;
+  Response resp{Outcome::kAck, 0};
+  if (write && pkt.payload_len) {
+    Message m = message_for(r.first, pkt, *t, d);
+    m.length = r.first.reth.len;
+    resp = place_write_packet(peers, *owner, *t, m, r.placed, pkt.payload, static_cast<uint32_t>(pkt.payload_len));
+    r.placed += pkt.payload_len;
+  } else if (!write) {
+    r.bytes.insert(r.bytes.end(), pkt.payload, pkt.payload + pkt.payload_len);
   }
-  r.in_message = false;
-  Message m = message_for(r.first, pkt, *t, d);
-  Piece piece{r.bytes.data(), static_cast<uint32_t>(r.bytes.size())};
-  m.pieces = &piece;
-  m.num_pieces = r.bytes.empty() ? 0 : 1;
-  m.length = r.bytes.size();
-  Response resp{Outcome::kRemoteInvalid, 0};
-  if (!write || r.first.reth.len == r.bytes.size()) resp = respond(peers, *owner, *t, m);
+  if (resp.outcome == Outcome::kAck) {
+    r.epsn = psn_add(psn, 1);
+    if (!info->ends_message()) {
+      if (pkt.bth.ack_req) answer(qpn, to, peer_qpn, aeth_ack(), psn, r.msn);
+      return;
+    }
+    r.in_message = false;
+    Message m = message_for(r.first, pkt, *t, d);
+    Piece piece{r.bytes.data(), static_cast<uint32_t>(r.bytes.size())};
+    m.pieces = &piece;
+    m.num_pieces = r.bytes.empty() ? 0 : 1;
+    m.length = write ? r.placed : r.bytes.size();
+    resp = Response{Outcome::kRemoteInvalid, 0};
+    if (!write || r.first.reth.len == r.placed) resp = respond(peers, *owner, *t, m);
+  } else {
+    r.in_message = false;  // a placement failed: the message goes no further
+  }
   switch (resp.outcome) {
     case Outcome::kAck:
       r.msn = psn_add(r.msn, 1);

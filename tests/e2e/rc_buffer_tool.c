@@ -4,10 +4,12 @@
  * may once the rules allow it. Over RoCEv2, softverbs reads a message's
  * payload from the application's memory as its packets go (no copy at post
  * time), so it must let go of that memory in time.
- *   rc_buffer_tool server DIR GID_INDEX
+ *   rc_buffer_tool server DIR GID_INDEX [range]
  *       a 16 MiB target buffer; writes DIR/server, waits for DIR/client,
  *       connects; on the client's SEND checks that every byte of the
  *       buffer is 0xa5 ("verified") and exits 0, else 1
+ *       range: waits instead for IBV_EVENT_QP_ACCESS_ERR and checks that
+ *       not one byte of the buffer was written
  *   rc_buffer_tool client DIR GID_INDEX MODE
  *       MODE dereg: registers a 16 MiB buffer of 0xa5, posts one WRITE of
  *       it, deregisters the MR at once, fills the buffer with 0x5a and
@@ -16,9 +18,15 @@
  *       MODE flush: posts the WRITE, moves the QP to the error state, takes
  *       the flush completion, unmaps the (still registered) buffer and
  *       waits a second, through several ACK timeouts: nothing may read it
+ *       MODE range: posts a WRITE of 16 MiB 4 KiB into the server's MR, so
+ *       its last 4 KiB fall outside: it must complete with
+ *       IBV_WC_REM_ACCESS_ERR, and the server's memory stay untouched (the
+ *       responder checks the range its first packet names, before placing
+ *       any packet's payload)
  *   Exits 0 on success; prints what went wrong otherwise. */
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,7 +127,7 @@ static int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, double seconds) {
 
 int main(int argc, char **argv) {
   if (argc < 4 || (!strcmp(argv[1], "client") && argc < 5)) {
-    fprintf(stderr, "usage: %s server DIR GID_INDEX | client DIR GID_INDEX dereg|flush\n", argv[0]);
+    fprintf(stderr, "usage: %s server DIR GID_INDEX [range] | client DIR GID_INDEX dereg|flush|range\n", argv[0]);
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -152,6 +160,25 @@ int main(int argc, char **argv) {
     return 3;
   }
   struct ibv_wc wc;
+  if (server && argc > 4 && !strcmp(argv[4], "range")) {
+    printf("ready\n");
+    struct pollfd pfd = {.fd = ctx->async_fd, .events = POLLIN};
+    struct ibv_async_event ev;
+    if (poll(&pfd, 1, 60000) != 1 || ibv_get_async_event(ctx, &ev)) {
+      printf("no async event\n");
+      return 1;
+    }
+    printf("async event: %s\n", ibv_event_type_str(ev.event_type));
+    ibv_ack_async_event(&ev);
+    if (ev.event_type != IBV_EVENT_QP_ACCESS_ERR) return 1;
+    for (size_t i = 0; i < LEN; ++i)
+      if (buf[i] != 0) {
+        printf("byte %zu was written (0x%02x) by a WRITE that was refused\n", i, buf[i]);
+        return 1;
+      }
+    printf("untouched\n");
+    return 0;
+  }
   if (server) {
     struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = 16, .lkey = mr->lkey};
     struct ibv_recv_wr rwr = {.sg_list = &sge, .num_sge = 1}, *bad;
@@ -169,9 +196,11 @@ int main(int argc, char **argv) {
     printf("verified\n");
     return 0;
   }
+  const int range = !strcmp(argv[4], "range");
   struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = LEN, .lkey = mr->lkey};
   struct ibv_send_wr wr = {.wr_id = 1, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
-                           .send_flags = IBV_SEND_SIGNALED, .wr = {.rdma = {.remote_addr = peer.addr, .rkey = peer.rkey}}};
+                           .send_flags = IBV_SEND_SIGNALED,
+                           .wr = {.rdma = {.remote_addr = peer.addr + (range ? 4096 : 0), .rkey = peer.rkey}}};
   struct ibv_send_wr *bad;
   if (ibv_post_send(qp, &wr, &bad)) {
     perror("ibv_post_send");
@@ -200,6 +229,14 @@ int main(int argc, char **argv) {
       return 1;
     }
     return 0;
+  }
+  if (range) {
+    if (wait_wc(cq, &wc, 30)) {
+      printf("no completion for the WRITE\n");
+      return 1;
+    }
+    printf("WRITE: %s\n", ibv_wc_status_str(wc.status));
+    return wc.status == IBV_WC_REM_ACCESS_ERR ? 0 : 1;
   }
   /* flush */
   struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};

@@ -8,6 +8,9 @@
 #  - flush: the QP is moved to the error state right after posting; after
 #    the flush completion the buffer is unmapped (still registered) and
 #    nothing reads it any more (no retransmission after the flush)
+#  - range: the WRITE's last 4 KiB fall outside the target MR; it fails
+#    with IBV_WC_REM_ACCESS_ERR, the target QP reports
+#    IBV_EVENT_QP_ACCESS_ERR, and not one byte of the target was written
 # Skipped (77) without the right to create namespaces.
 #   roce_buffers_netns.sh RC_BUFFER_TOOL
 set -u
@@ -33,10 +36,11 @@ gid_of() {  # the GID index of IPv4 address $2 in namespace $1
 ga=$(gid_of "$a" 10.98.0.1) gb=$(gid_of "$b" 10.98.0.2)
 [[ -n $ga && -n $gb ]] || fail "no RoCEv2 GIDs for the veth addresses"
 
-for mode in dereg flush; do
+for mode in dereg flush range; do
   dir=$work/$mode
   mkdir -p "$dir"
-  ip netns exec "$a" timeout 60 "$tool" server "$dir" "$ga" > "$dir/server.out" 2>&1 &
+  smode=; [[ $mode == range ]] && smode=range
+  ip netns exec "$a" timeout 60 "$tool" server "$dir" "$ga" $smode > "$dir/server.out" 2>&1 &
   server=$!
   ip netns exec "$b" timeout 60 "$tool" client "$dir" "$gb" "$mode" > "$dir/client.out" 2>&1
   rc=$?
@@ -48,6 +52,9 @@ for mode in dereg flush; do
   [[ $rc == 0 ]] || fail "$mode: the client failed (exit $rc; 139 is a crash)"
   if [[ $mode == dereg ]]; then
     [[ $src == 0 ]] && grep -q verified "$dir/server.out" || fail "dereg: the target did not get the buffer's bytes"
+  fi
+  if [[ $mode == range ]]; then
+    [[ $src == 0 ]] && grep -q untouched "$dir/server.out" || fail "range: the target was written or not told"
   fi
 done
 echo "PASS"
