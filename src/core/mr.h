@@ -57,6 +57,17 @@ struct MrView {
   }
   // Owner's virtual address of `addr` (an iova-space address).
   uint64_t owner_vaddr(uint64_t addr) const { return vaddr + (addr - iova); }
+  // An overlaid MR's bytes at `addr` in a mapping of its owner's arena
+  // (`arena`, `arena_size` bytes), or nullptr. Through the owner's own
+  // arena mapping this is the NIC's view of pinned pages: the same memory
+  // as the application's buffer, there until the MR is deregistered even if
+  // the application unmaps the buffer first.
+  uint8_t* overlay_at(uint8_t* arena, uint64_t arena_size, uint64_t addr, uint64_t len) const {
+    const uint64_t v = owner_vaddr(addr);
+    if (path != shm::kMrOverlay || v < overlay_page) return nullptr;
+    const uint64_t off = overlay_off + (v - overlay_page);
+    return off <= arena_size && len <= arena_size - off ? arena + off : nullptr;
+  }
 };
 
 // Reads the entry for `key` from an MR table (ours or a peer's) into `out`.

@@ -101,7 +101,13 @@ struct OdpWriteBack {
 
 // Collects the local memory of the WQE's SGEs, checking each lkey. Sets
 // *odp and stops at the first on-demand MR: gather_odp() takes over.
-bool gather(Qp* qp, uint64_t pos, Piece* pieces, uint32_t* count, bool* odp) {
+// `pinned`: pieces of overlaid MRs are given in this process's mapping of
+// the arena pages behind them (MrView::overlay_at), for a transport that
+// reads them late (RoCEv2 reads a message's payload as its packets go): an
+// application that unmaps its buffer without deregistering it then sends
+// what its pages held, as a NIC does from pinned pages, instead of
+// faulting.
+bool gather(Qp* qp, uint64_t pos, Piece* pieces, uint32_t* count, bool* odp, bool pinned = false) {
   SendWqe& w = qp->slot(pos);
   *count = 0;
   if (w.inlined) {
@@ -121,7 +127,12 @@ bool gather(Qp* qp, uint64_t pos, Piece* pieces, uint32_t* count, bool* odp) {
       *odp = true;
       return true;
     }
-    pieces[(*count)++] = Piece{reinterpret_cast<uint8_t*>(v.owner_vaddr(sg[i].addr)), sg[i].length};
+    uint8_t* at = reinterpret_cast<uint8_t*>(v.owner_vaddr(sg[i].addr));
+    if (pinned && v.path == shm::kMrOverlay) {
+      const shm::Arena& arena = qp->ctx->host->arena();
+      if (uint8_t* p = v.overlay_at(arena.base(), arena.size(), sg[i].addr, sg[i].length)) at = p;
+    }
+    pieces[(*count)++] = Piece{at, sg[i].length};
   }
   return true;
 }
@@ -329,15 +340,16 @@ bool execute_next(Qp* qp) {
   const SendWqe& w = qp->slot(pos);
   if ((w.length > limits::kMtuBytes || w.opcode >= IBV_WR_RDMA_READ) && !passes_rare_checks(qp, pos, w))
     return true;
+  Message m = message_for(qp, pos, w);
+  const bool late_reader = m.dst->route && m.dst->route == qp->ctx->remote_transport;
   Piece pieces[limits::kMaxSge];
   uint32_t n = 0;
   bool odp = false;
   OdpWriteBack back;
-  if (!gather(qp, pos, pieces, &n, &odp) || (odp && !gather_odp(qp, pos, pieces, &n, &back))) {
+  if (!gather(qp, pos, pieces, &n, &odp, late_reader) || (odp && !gather_odp(qp, pos, pieces, &n, &back))) {
     fail(qp, pos, IBV_WC_LOC_PROT_ERR);
     return true;
   }
-  Message m = message_for(qp, pos, w);
   if (writes_local_memory(w.opcode)) {
     m.sink = pieces;
     m.num_sink = n;
@@ -377,9 +389,9 @@ bool pipeline_next(Qp* qp) {
   Piece pieces[limits::kMaxSge];
   uint32_t n = 0;
   bool odp = false;
-  if (!gather(qp, pos, pieces, &n, &odp) || odp) return false;
   Message m = message_for(qp, pos, w);
   if (!m.dst->route || m.dst->route != qp->ctx->remote_transport) return false;
+  if (!gather(qp, pos, pieces, &n, &odp, /*pinned=*/true) || odp) return false;
   m.pieces = pieces;
   m.num_pieces = n;
   m.pieces_are_app_memory = !w.inlined;  // (odp was refused above)

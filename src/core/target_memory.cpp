@@ -16,11 +16,11 @@ namespace sv {
 namespace {
 
 // Where `addr` of an overlaid MR is in our mapping of the owner's arena.
+// Also for our own MRs: a packet from the network that lands after the
+// application unmapped its registered buffer (without deregistering it)
+// goes to the pages the MR still holds, as on a NIC, not to a fault.
 uint8_t* overlay_ptr(const shm::Peer& owner, const MrView& mr, uint64_t addr, size_t len) {
-  uint64_t vaddr = mr.owner_vaddr(addr);
-  if (vaddr < mr.overlay_page) return nullptr;
-  uint64_t off = mr.overlay_off + (vaddr - mr.overlay_page);
-  return owner.contains(off, len) ? owner.base + off : nullptr;
+  return mr.overlay_at(owner.base, owner.size, addr, len);
 }
 
 // Small payloads (the common message) are copied inline: a call into libc's
@@ -67,7 +67,7 @@ bool note_if_denied(const shm::Peer& owner, const char* call) {
 
 bool write_to_mr(const shm::Peer& owner, const MrView& mr, uint64_t addr, const void* src, size_t len) {
   if (len == 0) return true;
-  if (owner.self) {
+  if (owner.self && mr.path != shm::kMrOverlay) {
     // On-demand pages may be absent: a failed copy, not a fault.
     if (__builtin_expect(mr.path == shm::kMrOdp, 0)) return self_mem_write(mr.owner_vaddr(addr), src, len);
     copy_bytes(reinterpret_cast<void*>(mr.owner_vaddr(addr)), src, len);
@@ -94,7 +94,7 @@ bool write_to_mr(const shm::Peer& owner, const MrView& mr, uint64_t addr, const 
 
 bool read_from_mr(const shm::Peer& owner, const MrView& mr, uint64_t addr, void* dst, size_t len) {
   if (len == 0) return true;
-  if (owner.self) {
+  if (owner.self && mr.path != shm::kMrOverlay) {
     if (__builtin_expect(mr.path == shm::kMrOdp, 0)) return self_mem_read(dst, mr.owner_vaddr(addr), len);
     copy_bytes(dst, reinterpret_cast<const void*>(mr.owner_vaddr(addr)), len);
     return true;
@@ -132,7 +132,8 @@ uint64_t apply_atomic(uint64_t* word, ibv_wr_opcode op, uint64_t compare_add, ui
 bool atomic_on_mr(const shm::Peer& owner, shm::RegistryHeader& registry, const MrView& mr, uint64_t addr,
                   ibv_wr_opcode op, uint64_t compare_add, uint64_t swap, uint64_t* original) {
   if (mr.path != shm::kMrCma && mr.path != shm::kMrOdp) {
-    uint8_t* p = owner.self ? reinterpret_cast<uint8_t*>(mr.owner_vaddr(addr)) : overlay_ptr(owner, mr, addr, 8);
+    uint8_t* p = owner.self && mr.path != shm::kMrOverlay ? reinterpret_cast<uint8_t*>(mr.owner_vaddr(addr))
+                                                          : overlay_ptr(owner, mr, addr, 8);
     if (!p) return false;
     *original = apply_atomic(reinterpret_cast<uint64_t*>(p), op, compare_add, swap);
     return true;

@@ -4,12 +4,15 @@
  * may once the rules allow it. Over RoCEv2, softverbs reads a message's
  * payload from the application's memory as its packets go (no copy at post
  * time), so it must let go of that memory in time.
- *   rc_buffer_tool server DIR GID_INDEX [range]
+ *   rc_buffer_tool server DIR GID_INDEX [range|unmapped]
  *       a 16 MiB target buffer; writes DIR/server, waits for DIR/client,
  *       connects; on the client's SEND checks that every byte of the
  *       buffer is 0xa5 ("verified") and exits 0, else 1
  *       range: waits instead for IBV_EVENT_QP_ACCESS_ERR and checks that
  *       not one byte of the buffer was written
+ *       unmapped: unmaps the (still registered) buffer before the client
+ *       writes; the WRITE and the SEND must still land ("survived"), in
+ *       the pages the MR holds, as on a NIC
  *   rc_buffer_tool client DIR GID_INDEX MODE
  *       MODE dereg: registers a 16 MiB buffer of 0xa5, posts one WRITE of
  *       it, deregisters the MR at once, fills the buffer with 0x5a and
@@ -23,6 +26,10 @@
  *       IBV_WC_REM_ACCESS_ERR, and the server's memory stay untouched (the
  *       responder checks the range its first packet names, before placing
  *       any packet's payload)
+ *       MODE unmap: posts the WRITE and unmaps the buffer at once without
+ *       deregistering it (an application bug a NIC survives: it reads the
+ *       pinned pages); the WRITE must complete successfully with the bytes
+ *       the buffer had, then a SEND tells the server
  *   Exits 0 on success; prints what went wrong otherwise. */
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
@@ -127,7 +134,7 @@ static int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, double seconds) {
 
 int main(int argc, char **argv) {
   if (argc < 4 || (!strcmp(argv[1], "client") && argc < 5)) {
-    fprintf(stderr, "usage: %s server DIR GID_INDEX [range] | client DIR GID_INDEX dereg|flush|range\n", argv[0]);
+    fprintf(stderr, "usage: %s server DIR GID_INDEX [range|unmapped] | client DIR GID_INDEX dereg|flush|range|unmap\n", argv[0]);
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -179,6 +186,8 @@ int main(int argc, char **argv) {
     printf("untouched\n");
     return 0;
   }
+  const int unmapped = server && argc > 4 && !strcmp(argv[4], "unmapped");
+  if (unmapped) munmap(buf, LEN); /* still registered: the MR holds its pages */
   if (server) {
     struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = 16, .lkey = mr->lkey};
     struct ibv_recv_wr rwr = {.sg_list = &sge, .num_sge = 1}, *bad;
@@ -187,6 +196,10 @@ int main(int argc, char **argv) {
     if (wait_wc(cq, &wc, 60) || wc.status != IBV_WC_SUCCESS) {
       fprintf(stderr, "no SEND from the client\n");
       return 1;
+    }
+    if (unmapped) {
+      printf("survived\n");
+      return 0;
     }
     for (size_t i = 16; /* (the SEND landed in the first 16 bytes) */ i < LEN; ++i)
       if (buf[i] != PATTERN) {
@@ -206,14 +219,19 @@ int main(int argc, char **argv) {
     perror("ibv_post_send");
     return 3;
   }
-  if (!strcmp(argv[4], "dereg")) {
-    if (ibv_dereg_mr(mr)) {
-      perror("ibv_dereg_mr");
-      return 1;
+  if (!strcmp(argv[4], "dereg") || !strcmp(argv[4], "unmap")) {
+    if (!strcmp(argv[4], "unmap")) {
+      munmap(buf, LEN);
+      printf("unmapped (still registered) with the WRITE on the wire\n");
+    } else {
+      if (ibv_dereg_mr(mr)) {
+        perror("ibv_dereg_mr");
+        return 1;
+      }
+      memset(buf, OVERWRITE, LEN);
+      munmap(buf, LEN);
+      printf("deregistered, overwritten and unmapped with the WRITE on the wire\n");
     }
-    memset(buf, OVERWRITE, LEN);
-    munmap(buf, LEN);
-    printf("deregistered, overwritten and unmapped with the WRITE on the wire\n");
     if (wait_wc(cq, &wc, 30)) {
       printf("no completion for the WRITE\n");
       return 1;

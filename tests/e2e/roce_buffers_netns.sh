@@ -11,6 +11,11 @@
 #  - range: the WRITE's last 4 KiB fall outside the target MR; it fails
 #    with IBV_WC_REM_ACCESS_ERR, the target QP reports
 #    IBV_EVENT_QP_ACCESS_ERR, and not one byte of the target was written
+#  - unmap: the client unmaps the buffer right after posting without
+#    deregistering it (a NIC reads the pinned pages all the same); the
+#    WRITE completes successfully and the target holds the buffer's bytes
+#  - unmapped: the same, and the server unmaps its registered target
+#    buffer before the WRITE arrives; the WRITE and a SEND still land
 # Skipped (77) without the right to create namespaces.
 #   roce_buffers_netns.sh RC_BUFFER_TOOL
 set -u
@@ -36,13 +41,15 @@ gid_of() {  # the GID index of IPv4 address $2 in namespace $1
 ga=$(gid_of "$a" 10.98.0.1) gb=$(gid_of "$b" 10.98.0.2)
 [[ -n $ga && -n $gb ]] || fail "no RoCEv2 GIDs for the veth addresses"
 
-for mode in dereg flush range; do
+for mode in dereg flush range unmap unmapped; do
   dir=$work/$mode
   mkdir -p "$dir"
-  smode=; [[ $mode == range ]] && smode=range
+  smode= cmode=$mode
+  [[ $mode == range || $mode == unmapped ]] && smode=$mode
+  [[ $mode == unmapped ]] && cmode=unmap
   ip netns exec "$a" timeout 60 "$tool" server "$dir" "$ga" $smode > "$dir/server.out" 2>&1 &
   server=$!
-  ip netns exec "$b" timeout 60 "$tool" client "$dir" "$gb" "$mode" > "$dir/client.out" 2>&1
+  ip netns exec "$b" timeout 60 "$tool" client "$dir" "$gb" "$cmode" > "$dir/client.out" 2>&1
   rc=$?
   echo "--- $mode: client (exit $rc)"; cat "$dir/client.out"
   if [[ $mode == flush ]]; then kill "$server" 2>/dev/null; fi
@@ -50,8 +57,11 @@ for mode in dereg flush range; do
   src=$?
   echo "--- $mode: server (exit $src)"; cat "$dir/server.out"
   [[ $rc == 0 ]] || fail "$mode: the client failed (exit $rc; 139 is a crash)"
-  if [[ $mode == dereg ]]; then
-    [[ $src == 0 ]] && grep -q verified "$dir/server.out" || fail "dereg: the target did not get the buffer's bytes"
+  if [[ $mode == dereg || $mode == unmap ]]; then
+    [[ $src == 0 ]] && grep -q verified "$dir/server.out" || fail "$mode: the target did not get the buffer's bytes"
+  fi
+  if [[ $mode == unmapped ]]; then
+    [[ $src == 0 ]] && grep -q survived "$dir/server.out" || fail "unmapped: the target did not survive (139: a crash)"
   fi
   if [[ $mode == range ]]; then
     [[ $src == 0 ]] && grep -q untouched "$dir/server.out" || fail "range: the target was written or not told"
