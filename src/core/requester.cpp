@@ -128,7 +128,7 @@ bool gather(Qp* qp, uint64_t pos, Piece* pieces, uint32_t* count, bool* odp, boo
       return true;
     }
     uint8_t* at = reinterpret_cast<uint8_t*>(v.owner_vaddr(sg[i].addr));
-    if (pinned && v.path == shm::kMrOverlay) {
+    if (pinned) {  // (overlay_at: null unless the MR is overlaid)
       const shm::Arena& arena = qp->ctx->host->arena();
       if (uint8_t* p = v.overlay_at(arena.base(), arena.size(), sg[i].addr, sg[i].length)) at = p;
     }

@@ -204,10 +204,20 @@ Response respond_send(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShar
   return Response{s.status() == IBV_WC_LOC_LEN_ERR ? Outcome::kRemoteInvalid : Outcome::kRemoteOperational, 0};
 }
 
+// A WRITE whose rkey, range or access failed: UC drops it, RC answers
+// "remote access error" and the target QP goes to the error state.
+Response refuse_write(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Message& m) {
+  SV_INFO("responder QP %#x: RDMA WRITE rkey %#x [%#lx, +%lu) refused", t.qpn, m.rkey, m.remote_addr, m.length);
+  if (m.qp_type == IBV_QPT_UC) return Response{Outcome::kDropped, 0};
+  flag_target_error(peers, owner, t, IBV_EVENT_QP_ACCESS_ERR);
+  return Response{Outcome::kRemoteAccess, 0};
+}
+
 Response respond_write(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Rx& rx,
                        const Message& m) {
   // WRITE with immediate consumes a receive WQE: check for one first, so an
-  // RNR leaves the target memory untouched.
+  // RNR leaves the target memory untouched (intra-host; over the network
+  // the earlier packets of a multi-packet one are already placed, as on rxe).
   shm::RecvQueueShared* q = nullptr;
   RecvWqeCopy w;
   bool with_imm = m.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -230,12 +240,7 @@ Response respond_write(shm::PeerTable& peers, const shm::Peer& owner, shm::QpSha
       at += m.pieces[i].len;
     }
   }
-  if (!ok) {
-    SV_INFO("responder QP %#x: RDMA WRITE rkey %#x [%#lx, +%lu) refused", t.qpn, m.rkey, m.remote_addr, m.length);
-    if (m.qp_type == IBV_QPT_UC) return Response{Outcome::kDropped, 0};
-    flag_target_error(peers, owner, t, IBV_EVENT_QP_ACCESS_ERR);
-    return Response{Outcome::kRemoteAccess, 0};
-  }
+  if (!ok) return refuse_write(peers, owner, t, m);
   if (with_imm) {
     shm::CqeFields c = receive_cqe(t, m, w);
     c.byte_len = static_cast<uint32_t>(m.length);
@@ -384,10 +389,7 @@ Response place_write_packet(shm::PeerTable& peers, const shm::Peer& owner, shm::
       check_rkey(*rx.mem, t, rx, m.rkey, m.remote_addr, m.length, IBV_ACCESS_REMOTE_WRITE, &v) &&
       write_to_mr(*rx.mem, v, m.remote_addr + offset, data, len))
     return Response{Outcome::kAck, 0};
-  SV_INFO("responder QP %#x: RDMA WRITE rkey %#x [%#lx, +%lu) refused", t.qpn, m.rkey, m.remote_addr, m.length);
-  if (m.qp_type == IBV_QPT_UC) return Response{Outcome::kDropped, 0};
-  flag_target_error(peers, owner, t, IBV_EVENT_QP_ACCESS_ERR);
-  return Response{Outcome::kRemoteAccess, 0};
+  return refuse_write(peers, owner, t, m);
 }
 
 }  // namespace sv
