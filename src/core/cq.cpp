@@ -62,12 +62,15 @@ void repair_tail(shm::CqShared* cq, shm::Cqe* ring) {
     std::atomic_ref<uint64_t>(cq->tail).store(t + 1, std::memory_order_release);
 }
 
-// Completions waiting in the shared ring. Producers publish an entry before
-// advancing `tail`, so the owner may have taken it already: head can pass
-// tail for a moment.
-uint64_t shared_waiting(const shm::CqShared* s) {
+uint64_t shared_tail(const shm::CqShared* s) {
+  return std::atomic_ref<const uint64_t>(s->tail).load(std::memory_order_acquire);
+}
+
+// Completions waiting in the shared ring, given its tail. Producers publish
+// an entry before advancing `tail`, so the owner may have taken it already:
+// head can pass tail for a moment.
+uint64_t shared_waiting(const shm::CqShared* s, uint64_t tail) {
   uint64_t head = s->head.load(std::memory_order_acquire);
-  uint64_t tail = std::atomic_ref<const uint64_t>(s->tail).load(std::memory_order_acquire);
   return tail > head ? tail - head : 0;
 }
 
@@ -177,19 +180,26 @@ int destroy_cq(Cq* cq) {
 
 namespace {
 
-// Takes the oldest completion (shared ring first, then our own) and hands it
-// to `use` in place: poll_cq turns it straight into an ibv_wc.
+// Takes the oldest completion of the two rings and hands it to `use` in
+// place: poll_cq turns it straight into an ibv_wc. Taking the shared ring
+// first whenever it had something starved our own completions: a peer's
+// receive completion arriving before each poll_cq(n = 1) kept the send
+// completions behind it, and the send queue filled (rping did this).
 template <class Use>
 inline bool take_oldest(Cq* cq, Use&& use) {
   shm::Cqe& s = cq->ring[cq->head & cq->mask];
-  if (s.seq.load(std::memory_order_acquire) == cq->head + 1) {
+  const bool shared_ready = s.seq.load(std::memory_order_acquire) == cq->head + 1;
+  const uint64_t h = cq->local_head.load(std::memory_order_relaxed);
+  const bool local_ready = h != cq->local_tail.load(std::memory_order_acquire);
+  // A private entry added when the shared tail had not reached this shared
+  // entry is the older one.
+  if (shared_ready && !(local_ready && cq->local[h & cq->mask].shared_tail <= cq->head)) {
     use(s.f);
     ++cq->head;
     cq->shared->head.store(cq->head, std::memory_order_release);
     return true;
   }
-  uint64_t h = cq->local_head.load(std::memory_order_relaxed);
-  if (h == cq->local_tail.load(std::memory_order_acquire)) return false;
+  if (!local_ready) return false;
   LocalCqe& l = cq->local[h & cq->mask];
   use(l.cqe);
   // A polled send completion frees its send-queue slot and every earlier
@@ -241,8 +251,9 @@ void push_local(Cq* cq, const shm::CqeFields& c, Qp* qp, uint64_t sq_pos) {
   {
     std::lock_guard g(cq->produce_mu);
     uint64_t t = cq->local_tail.load(std::memory_order_relaxed);
+    const uint64_t stail = shared_tail(cq->shared);
     // Completions waiting in both rings count against cqe.
-    uint64_t waiting = t - cq->local_head.load(std::memory_order_acquire) + shared_waiting(cq->shared);
+    uint64_t waiting = t - cq->local_head.load(std::memory_order_acquire) + shared_waiting(cq->shared, stail);
     if (waiting >= static_cast<uint64_t>(cq->cqe)) {
       report_overrun(cq);
       return;
@@ -252,6 +263,7 @@ void push_local(Cq* cq, const shm::CqeFields& c, Qp* qp, uint64_t sq_pos) {
     if (cq->shared->flags & shm::kCqTimestamps) l.cqe.ts_ns = monotonic_ns();
     l.qp = qp;
     l.sq_pos = sq_pos;
+    l.shared_tail = stail;
     cq->local_tail.store(t + 1, std::memory_order_release);
   }
   if (cq->chan && consume_arm(cq->shared, wants_event(c))) cq->chan->bell.ring();

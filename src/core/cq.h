@@ -3,7 +3,9 @@
 //    deliver messages to our QPs (receive completions), under a robust lock;
 //  * a private ring, written only by this process (send completions,
 //    flushes), so our own completions never bounce a peer's cache lines.
-// ibv_poll_cq drains the shared ring first, then the private one.
+// ibv_poll_cq takes the older of the two rings' oldest entries: each private
+// entry records how far the shared ring had got when it was added (a value
+// the overrun check reads anyway), so no counter is shared between them.
 // Overrun (more than cqe completions waiting): when this process adds a
 // completion it counts both rings, exactly; a peer adding one counts only
 // the shared ring (reading our private count would put a cross-process cache
@@ -33,6 +35,10 @@ struct LocalCqe {
   shm::CqeFields cqe;
   Qp* qp;           // owner of the send queue slot, or nullptr
   uint64_t sq_pos;  // slots up to and including this one become free
+  // The shared ring's tail when this entry was added: shared entries at or
+  // after it are younger. Polling takes the older of the two rings' heads,
+  // so the CQ stays first-in first-out as a NIC's is.
+  uint64_t shared_tail;
 };
 
 struct Cq : ibv_cq_ex {
@@ -77,7 +83,7 @@ bool maybe_ready(const Cq* cq);
 bool ready_after_progress(Cq* cq);
 int req_notify_cq(Cq* cq, int solicited_only);
 
-// Takes one completion (shared ring first). The caller holds poll_mu.
+// Takes the oldest completion of the two rings. The caller holds poll_mu.
 bool take_one(Cq* cq, shm::CqeFields* out);
 
 // Owner-side production. Raises IBV_EVENT_CQ_ERR when the ring is full.

@@ -312,6 +312,49 @@ TEST(CqResize, ShrinkBelowPendingCountFails) {
   }
 }
 
+// ---------------------------------------------------------------- order
+
+// One CQ for both queues of two QPs talking to each other: a receive
+// completion is added by the sender's delivery, a send completion by the
+// sender's own completion step. Polled one at a time, as rping does, they
+// come out in the order they were made, as from a NIC's CQ: everything of
+// message k before anything of message k + 1. (Receive completions used to
+// be taken first whenever one was waiting, so a steady stream of them kept
+// the send completions, and the send queue slots they free, behind.)
+TEST(CqOrder, OneCqForBothQueuesIsFirstInFirstOut) {
+  Device dev;
+  ibv_cq* cq = ibv_create_cq(dev.ctx, 64, nullptr, nullptr, 0);
+  ASSERT_NE(cq, nullptr);
+  {
+    Link link(dev, IBV_QPT_RC, cq, cq, cq, cq, 16);
+    ASSERT_TRUE(link.ok);
+    Buffer buf(dev.pd, 64 * 16);
+    constexpr int kMessages = 6;
+    for (int i = 0; i < kMessages; ++i) {
+      ibv_qp* receiver = i % 2 ? link.a : link.b;
+      ASSERT_EQ(post_recv(receiver, 100 + i, buf.sge(i * 16, 16)), 0);
+    }
+    for (int i = 0; i < kMessages; ++i) {
+      ibv_qp* sender = i % 2 ? link.b : link.a;
+      ibv_sge sg = buf.sge(512, 8);
+      ibv_send_wr wr = make_wr(i, &sg, 1, IBV_WR_SEND, IBV_SEND_SIGNALED);
+      ASSERT_EQ(post_send(sender, &wr), 0);
+      sleep_ms(2);  // both completions of this message are made before the next
+    }
+    std::vector<int> message_of_each;
+    for (int got = 0; got < 2 * kMessages;) {
+      std::vector<ibv_wc> one = wait_wc(cq, 1, 1000);
+      ASSERT_EQ(one.size(), 1u) << "after " << got << " completions";
+      EXPECT_EQ(one[0].status, IBV_WC_SUCCESS);
+      message_of_each.push_back(static_cast<int>(one[0].wr_id % 100));
+      ++got;
+    }
+    for (size_t i = 1; i < message_of_each.size(); ++i)
+      EXPECT_LE(message_of_each[i - 1], message_of_each[i]) << "completion " << i << " out of order";
+  }
+  ibv_destroy_cq(cq);
+}
+
 // ---------------------------------------------------------------- destroy rules
 
 TEST(CqDestroy, BusyWhileAQpOrSrqQpUsesIt) {

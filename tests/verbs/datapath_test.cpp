@@ -211,7 +211,9 @@ TEST(Ud, ReceiveStartsWithGrhAndAhFromWcReachesTheSender) {
   ASSERT_EQ(post_recv(p.b, 1, dst.sge(0, 512)), 0);
   ibv_sge ss = src.sge(0, 100);
   ASSERT_EQ(send_a_to_b(p, 2, &ss, 1), 0);
-  auto r = wait_wc(p.cq_b, 1);
+  auto asend = wait_wc(p.cq_a, 1), r = wait_wc(p.cq_b, 1);
+  ASSERT_EQ(asend.size(), 1u);
+  EXPECT_EQ(asend[0].wr_id, 2u);
   ASSERT_EQ(r.size(), 1u);
   ASSERT_EQ(r[0].status, IBV_WC_SUCCESS);
   EXPECT_TRUE(r[0].wc_flags & IBV_WC_GRH);
