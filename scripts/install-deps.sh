@@ -12,7 +12,7 @@ packages=(
   ibverbs-utils rdmacm-utils perftest   # Debian's clients, run unmodified in tests
   libgtest-dev libgmock-dev libbenchmark-dev
   iproute2 procps python3
-  gdb                                   # a hung gtest prints every thread's stack (tests/common/hang_watchdog.cpp)
+  gdb                                   # stacks of a hung or crashed test (tests/common/hang_watchdog.cpp, tests/e2e/with_stacks.sh)
   nftables                              # packet loss on the RoCEv2 test links (no netem in every kernel)
   ethtool                               # captured test links cut UDP GSO sends before the capture sees them
   tshark                                # decodes our CM MADs independently (e2e_ibcm_tshark)

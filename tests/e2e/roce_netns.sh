@@ -127,20 +127,20 @@ if [[ $kind == cm ]]; then
   # network mailbox exists (src/rdmacm/cm_network.cpp).
   server_addr=10.93.0.1
   ((ipv6)) && server_addr=fd93::1
-  ip netns exec "$a" timeout 60 stdbuf -oL -eL ${server_cmd//@A/$server_addr} >"$work/server.0" 2>&1 &
+  ip netns exec "$a" "$here/with_stacks.sh" 60 stdbuf -oL -eL ${server_cmd//@A/$server_addr} >"$work/server.0" 2>&1 &
   server=$!
   for _ in $(seq 200); do
     ip netns exec "$a" ss -xl 2>/dev/null | grep -q -- "-gsi-" && break
     kill -0 $server 2>/dev/null || break
     sleep 0.05
   done
-  ip netns exec "$b" timeout 50 ${client_cmd//@A/$server_addr} >"$work/client.0" 2>&1
+  ip netns exec "$b" "$here/with_stacks.sh" 50 ${client_cmd//@A/$server_addr} >"$work/client.0" 2>&1
   client_rc=$?
   if [[ -n ${CM_SERVER_RUNS_FOREVER:-} || -n ${CM_CLIENT_FAILS:-} ]]; then
     # Still alive now means it survived the whole run: stopped, counted a pass.
     if kill $server 2>/dev/null; then wait $server; server_rc=0; else wait $server; server_rc=$?; fi
   else
-    ((client_rc)) && kill $server 2>/dev/null
+    ((client_rc)) && kill -USR1 $server 2>/dev/null
     wait $server; server_rc=$?
   fi
   echo "--- server ($server_cmd): exit $server_rc"; cat "$work/server.0"
@@ -167,12 +167,12 @@ flag=-g
 # several processes of each host share the RoCE port (roce_forward.h).
 declare -a servers clients
 for ((p = 0; p < pairs; p++)); do
-  ip netns exec "$a" timeout 60 "$tool" "$flag" "$ga" -p $((18515 + p)) "$@" >"$work/server.$p" 2>&1 &
+  ip netns exec "$a" "$here/with_stacks.sh" 60 "$tool" "$flag" "$ga" -p $((18515 + p)) "$@" >"$work/server.$p" 2>&1 &
   servers[p]=$!
 done
 sleep 0.5
 for ((p = 0; p < pairs; p++)); do
-  ip netns exec "$b" timeout 60 "$tool" "$flag" "$gb" -p $((18515 + p)) "$@" "$addr_a" >"$work/client.$p" 2>&1 &
+  ip netns exec "$b" "$here/with_stacks.sh" 60 "$tool" "$flag" "$gb" -p $((18515 + p)) "$@" "$addr_a" >"$work/client.$p" 2>&1 &
   clients[p]=$!
 done
 if ((stats)); then

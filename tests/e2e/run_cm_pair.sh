@@ -23,7 +23,7 @@ server=
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$out"' EXIT
 
 # Line-buffered, so READY=output:... sees lines as they are printed.
-timeout "$limit" stdbuf -oL -eL "${server_cmd[@]}" >"$out/server" 2>&1 &
+"$(dirname "$0")/with_stacks.sh" "$limit" stdbuf -oL -eL "${server_cmd[@]}" >"$out/server" 2>&1 &
 server=$!
 for _ in $(seq 200); do
   case $ready in
@@ -33,13 +33,13 @@ for _ in $(seq 200); do
   kill -0 $server 2>/dev/null || break
   sleep 0.05
 done
-timeout $((limit - 5)) "${client_cmd[@]}" >"$out/client" 2>&1
+"$(dirname "$0")/with_stacks.sh" $((limit - 5)) "${client_cmd[@]}" >"$out/client" 2>&1
 client_rc=$?
 if [ -n "${SERVER_RUNS_FOREVER:-}" ] && [ $client_rc -eq 0 ]; then
   # Alive until now means it survived the whole run: stop it, count it a pass.
   if kill $server 2>/dev/null; then wait $server; server_rc=0; else wait $server; server_rc=$?; fi
 else
-  [ $client_rc -ne 0 ] && kill $server 2>/dev/null  # a lone server would wait forever
+  [ $client_rc -ne 0 ] && kill -USR1 $server 2>/dev/null  # a lone server would wait forever
   wait $server
   server_rc=$?
 fi

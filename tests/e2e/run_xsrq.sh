@@ -13,7 +13,7 @@ out=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$out"' EXIT
 
-timeout 60 ibv_xsrq_pingpong -p "$port" -g "$gid" -c "$clients" "$@" >"$out/server" 2>&1 &
+"$(dirname "$0")/with_stacks.sh" 60 ibv_xsrq_pingpong -p "$port" -g "$gid" -c "$clients" "$@" >"$out/server" 2>&1 &
 server=$!
 pids+=("$server")
 for _ in $(seq 100); do
@@ -21,7 +21,7 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 for i in $(seq "$clients"); do
-  timeout 50 ibv_xsrq_pingpong -p "$port" -g "$gid" "$@" 127.0.0.1 >"$out/client$i" 2>&1 &
+  "$(dirname "$0")/with_stacks.sh" 50 ibv_xsrq_pingpong -p "$port" -g "$gid" "$@" 127.0.0.1 >"$out/client$i" 2>&1 &
   pids+=("$!")
 done
 ok=1

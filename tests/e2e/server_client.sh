@@ -11,16 +11,16 @@ trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$out"' EXIT
 run_server_client() {
   local limit=$1 port=$2
   shift 2
-  timeout "$limit" "$@" >"$out/server" 2>&1 &
+  "$(dirname "$0")/with_stacks.sh" "$limit" "$@" >"$out/server" 2>&1 &
   server=$!
   # Let the server listen before the client connects.
   for _ in $(seq 100); do
     ss -ltn 2>/dev/null | grep -q ":$port " && break
     sleep 0.1
   done
-  timeout $((limit - 10)) "$@" 127.0.0.1 >"$out/client" 2>&1
+  "$(dirname "$0")/with_stacks.sh" $((limit - 10)) "$@" 127.0.0.1 >"$out/client" 2>&1
   local client_rc=$?
-  if [ $client_rc -ne 0 ]; then kill $server 2>/dev/null; fi  # a lone server would wait forever
+  if [ $client_rc -ne 0 ]; then kill -USR1 $server 2>/dev/null; fi  # a lone server would wait forever
   wait $server
   local server_rc=$?
   server=
