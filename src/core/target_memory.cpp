@@ -23,6 +23,41 @@ uint8_t* overlay_ptr(const shm::Peer& owner, const MrView& mr, uint64_t addr, si
   return mr.overlay_at(owner.base, owner.size, addr, len);
 }
 
+// RDMA WRITE data lands as a NIC's DMA puts it: in address order, each byte
+// once, the last byte last. Applications poll the last byte of a WRITE to
+// learn that it has landed, then write the buffer themselves (riostream,
+// ping-pong benchmarks). libc's memcpy gives no such order: with 64-byte
+// vectors a 64-byte copy stores all its bytes twice, so a target that saw
+// the last byte from the first store and wrote its next marker could have
+// it undone by the second (riostream then hung, both sides waiting). So the
+// last 64 bytes are stored one 8-byte word at a time, in order, after the
+// rest is complete.
+inline void place_bytes(void* dst, const void* src, size_t len) {
+  auto* d = static_cast<uint8_t*>(dst);
+  const auto* s = static_cast<const uint8_t*>(src);
+  constexpr size_t kTail = 64;
+  if (len > kTail) {
+    std::memcpy(d, s, len - kTail);
+#if defined(__x86_64__)
+    __builtin_ia32_sfence();  // a large memcpy may use weakly ordered (non-temporal) stores
+#endif
+    d += len - kTail;
+    s += len - kTail;
+    len = kTail;
+  }
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s + i, 8);
+    std::memcpy(d + i, &w, 8);
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // keeps the stores apart and in order
+  }
+  for (; i < len; ++i) {
+    d[i] = s[i];
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  }
+}
+
 // Small payloads (the common message) are copied inline: a call into libc's
 // memcpy costs more than the copy.
 inline void copy_bytes(void* dst, const void* src, size_t len) {
@@ -70,13 +105,13 @@ bool write_to_mr(const shm::Peer& owner, const MrView& mr, uint64_t addr, const 
   if (owner.self && mr.path != shm::kMrOverlay) {
     // On-demand pages may be absent: a failed copy, not a fault.
     if (__builtin_expect(mr.path == shm::kMrOdp, 0)) return self_mem_write(mr.owner_vaddr(addr), src, len);
-    copy_bytes(reinterpret_cast<void*>(mr.owner_vaddr(addr)), src, len);
+    place_bytes(reinterpret_cast<void*>(mr.owner_vaddr(addr)), src, len);
     return true;
   }
   if (mr.path == shm::kMrOverlay) {
     uint8_t* p = overlay_ptr(owner, mr, addr, len);
     if (!p) return false;
-    copy_bytes(p, src, len);
+    place_bytes(p, src, len);
     return true;
   }
   if (!cma_denied(owner)) {
