@@ -190,21 +190,20 @@ inline bool take_oldest(Cq* cq, Use&& use) {
   shm::Cqe& s = cq->ring[cq->head & cq->mask];
   const bool shared_ready = s.seq.load(std::memory_order_acquire) == cq->head + 1;
   const uint64_t h = cq->local_head.load(std::memory_order_relaxed);
-  const bool local_ready = h != cq->local_tail.load(std::memory_order_acquire);
+  LocalCqe* l = h != cq->local_tail.load(std::memory_order_acquire) ? &cq->local[h & cq->mask] : nullptr;
   // A private entry added when the shared tail had not reached this shared
   // entry is the older one.
-  if (shared_ready && !(local_ready && cq->local[h & cq->mask].shared_tail <= cq->head)) {
+  if (shared_ready && !(l && l->shared_tail <= cq->head)) {
     use(s.f);
     ++cq->head;
     cq->shared->head.store(cq->head, std::memory_order_release);
     return true;
   }
-  if (!local_ready) return false;
-  LocalCqe& l = cq->local[h & cq->mask];
-  use(l.cqe);
+  if (!l) return false;
+  use(l->cqe);
   // A polled send completion frees its send-queue slot and every earlier
   // (unsignaled) one, as on a NIC.
-  if (l.qp) l.qp->sq_head.store(l.sq_pos + 1, std::memory_order_release);
+  if (l->qp) l->qp->sq_head.store(l->sq_pos + 1, std::memory_order_release);
   cq->local_head.store(h + 1, std::memory_order_release);
   return true;
 }
