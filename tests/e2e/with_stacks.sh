@@ -21,6 +21,7 @@ stacks() {  # gdb ARGS...: every thread's backtrace, to stderr
   gdb -batch -nx -ex 'set pagination off' -ex 'thread apply all bt 30' "$@" 2>/dev/null |
     grep -Ev '^\[New LWP|^\[Thread debugging|^Using host libthread_db|^$' >&2
 }
+live_stacks() { stacks "$(readlink -f "/proc/$pid/exe")" -p "$pid"; }  # of the running command
 
 marker=$(mktemp)
 trap 'rm -f "$marker"; [[ -n ${timer:-} ]] && kill "$timer" 2>/dev/null' EXIT
@@ -32,7 +33,7 @@ timer=$!
 for sig in TERM INT HUP; do trap "kill -$sig $pid 2>/dev/null" "$sig"; done
 # SIGUSR1: stop it too, but print its stacks first (a test script does this
 # to a server whose client failed: where was the server waiting?).
-trap 'reason="stopped: its peer failed"; stacks "$(readlink -f "/proc/$pid/exe")" -p "$pid"; kill -TERM "$pid" 2>/dev/null' USR1
+trap 'reason="stopped: its peer failed"; live_stacks; kill -TERM "$pid" 2>/dev/null' USR1
 while :; do
   finished=
   wait -n -p finished "$pid" "$timer"
@@ -41,7 +42,7 @@ while :; do
 done
 if [[ $finished == "$timer" ]]; then
   reason="still running after ${limit} s"
-  stacks "$(readlink -f "/proc/$pid/exe")" -p "$pid"
+  live_stacks
   kill -TERM "$pid" 2>/dev/null
   sleep 1
   kill -KILL "$pid" 2>/dev/null
