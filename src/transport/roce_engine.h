@@ -161,11 +161,22 @@ class Engine {
   bool rearm = false;  // a timer may now be due before armed_ns: arm_timer() at unlock
   void arm_timer();
 
-  // Queues one packet; they leave together at flush() (or when the batch
-  // is full), so a window of packets costs one system call.
-  void transmit(uint32_t local_qpn, const in6_addr& src, const in6_addr& dst, uint8_t traffic_class,
+  // Packets leave in two streams, each in the order it was built: a
+  // requester's (requests, UC/UD sends, CM MADs) and a responder's answers
+  // (ACKs, NAKs, READ responses, atomic ACKs). Nothing orders one stream
+  // against the other, as a NIC's requester and responder do not wait for
+  // each other: an application posting its next request does not wait
+  // for the network thread's ACK to leave.
+  enum Stream { kRequests = 0, kAnswers = 1 };
+  // Queues one packet; the stream's packets leave together when the engine
+  // lock is let go (EngineLock; or when the batch is full), so a window of
+  // packets costs one system call.
+  void transmit(Stream stream, uint32_t local_qpn, const in6_addr& src, const in6_addr& dst, uint8_t traffic_class,
                 const net::RocePacket& pkt, const uint8_t* payload, size_t len);
-  void flush();
+  // Lets go of `held` (mu) and sends what was queued, the system call
+  // outside mu: the other thread (network thread or application) goes on
+  // handling packets or posting meanwhile.
+  void unlock_and_send(std::unique_lock<BriefSpinMutex>& held);
   Counters counters;
 
   // Requester side (roce_sender.cpp); under mu.
@@ -214,25 +225,47 @@ class Engine {
   std::unordered_map<in6_addr, LinkMtu, In6Hash, In6Equal> link_mtus_;
 
   static constexpr size_t kBatch = 64;
-  std::vector<std::vector<uint8_t>> batch_bufs_;
-  std::vector<OutDatagram> batch_;
-  std::vector<uint32_t> batch_qpns_;  // the local QP of each
+  struct Batch {
+    std::vector<std::vector<uint8_t>> bufs;
+    std::vector<OutDatagram> datagrams;  // into bufs
+    std::vector<uint32_t> qpns;          // the local QP of each
+    void clear() {
+      datagrams.clear();
+      qpns.clear();
+    }
+  };
+  // One stream: packets are built into `building` under mu. To send them a
+  // thread takes `order_mu` while it still holds mu, swaps the batches and
+  // sends `sending` after letting go of mu: whoever builds packets after it
+  // sends them after it. The holder of order_mu owns `sending`.
+  struct Outgoing {
+    Batch building, sending;
+    BriefSpinMutex order_mu;
+  };
+  Outgoing out_[2];
+  void send_full(Outgoing& o);  // under mu
+  // Under mu, with o.order_mu held: counts the packets, swaps the batches.
+  void take_for_sending(Outgoing& o);
+
+ public:
+  // In a fork()ed child: nothing queued, no lock held.
+  void reset_outgoing();
 };
 
-// Holds the engine's mu; sends what was queued before letting go.
+// Holds the engine's mu; sends what was queued as it lets go.
 class EngineLock {
  public:
   explicit EngineLock(Engine& e) : e_(e), lock_(e.mu) {}
   ~EngineLock() {
-    e_.flush();
     if (e_.rearm) e_.arm_timer();
+    e_.unlock_and_send(lock_);
   }
   EngineLock(const EngineLock&) = delete;
   EngineLock& operator=(const EngineLock&) = delete;
 
  private:
   Engine& e_;
-  std::lock_guard<BriefSpinMutex> lock_;
+  std::unique_lock<BriefSpinMutex> lock_;
 };
 
 Engine& engine();

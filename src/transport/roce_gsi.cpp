@@ -138,7 +138,7 @@ void deliver_to_gsi(Engine& e, const net::RocePacket& pkt, const PacketAddrs& fr
   reply.deth.qkey = kGsiQkey;
   reply.deth.src_qp = kGsiQpn;
   EngineLock g(e);
-  e.transmit(kGsiQpn, from.dst, from.src, from.traffic_class, reply, bytes.data(), bytes.size());
+  e.transmit(Engine::kRequests, kGsiQpn, from.dst, from.src, from.traffic_class, reply, bytes.data(), bytes.size());
 }
 
 }  // namespace sv::roce

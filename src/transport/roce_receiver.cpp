@@ -163,7 +163,7 @@ void Engine::answer(uint32_t qpn, const PacketAddrs& to, uint32_t dst_qpn, uint8
   p.bth.psn = psn & kMask24;
   p.aeth.syndrome = syndrome;
   p.aeth.msn = msn & kMask24;
-  transmit(qpn, to.src, to.dst, to.traffic_class, p, nullptr, 0);
+  transmit(kAnswers, qpn, to.src, to.dst, to.traffic_class, p, nullptr, 0);
 }
 
 void Engine::on_request(const RocePacket& pkt, const PacketAddrs& from) {
@@ -255,7 +255,7 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
           p.aeth.syndrome = aeth_ack();
           p.aeth.msn = r.msn;
           p.atomic_ack = a.original;
-          transmit(qpn, to.src, to.dst, to.traffic_class, p, nullptr, 0);
+          transmit(kAnswers, qpn, to.src, to.dst, to.traffic_class, p, nullptr, 0);
         }
       return;
     }
@@ -293,7 +293,7 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
       p.aeth.syndrome = aeth_ack();
       p.aeth.msn = r.msn;
       const uint32_t off = i * mtu, size = std::min(mtu, len - std::min(len, off));
-      transmit(qpn, to.src, to.dst, to.traffic_class, p, data.data() + off, size);
+      transmit(kAnswers, qpn, to.src, to.dst, to.traffic_class, p, data.data() + off, size);
     }
     return;
   }
@@ -320,7 +320,7 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
     p.aeth.syndrome = aeth_ack();
     p.aeth.msn = r.msn;
     p.atomic_ack = original;
-    transmit(qpn, to.src, to.dst, to.traffic_class, p, nullptr, 0);
+    transmit(kAnswers, qpn, to.src, to.dst, to.traffic_class, p, nullptr, 0);
     return;
   }
 

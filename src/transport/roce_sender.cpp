@@ -112,11 +112,13 @@ size_t packet_size(uint64_t length, uint32_t i, uint32_t mtu) {
 
 }  // namespace
 
-void Engine::transmit(uint32_t local_qpn, const in6_addr& src, const in6_addr& dst, uint8_t traffic_class,
-                      const RocePacket& pkt, const uint8_t* payload, size_t len) {
-  if (batch_.size() == kBatch) flush();
-  if (batch_bufs_.size() <= batch_.size()) batch_bufs_.emplace_back();
-  std::vector<uint8_t>& buf = batch_bufs_[batch_.size()];
+void Engine::transmit(Stream stream, uint32_t local_qpn, const in6_addr& src, const in6_addr& dst,
+                      uint8_t traffic_class, const RocePacket& pkt, const uint8_t* payload, size_t len) {
+  Outgoing& o = out_[stream];
+  Batch& b = o.building;
+  if (b.datagrams.size() == kBatch) send_full(o);
+  if (b.bufs.size() <= b.datagrams.size()) b.bufs.emplace_back();
+  std::vector<uint8_t>& buf = b.bufs[b.datagrams.size()];
   buf.resize(kDatagramHeadroom + kDatagramOverhead + len);
   DatagramAddrs a;
   a.src_ip = src;
@@ -125,22 +127,53 @@ void Engine::transmit(uint32_t local_qpn, const in6_addr& src, const in6_addr& d
   a.dst_port = kRoceUdpPort;
   size_t n = build_datagram(a, pkt, payload, len, buf.data());
   if (!n) return;
-  batch_.push_back(OutDatagram{src, dst, kRoceUdpPort, traffic_class, buf.data() + kDatagramHeadroom, n});
-  batch_qpns_.push_back(local_qpn);
+  b.datagrams.push_back(OutDatagram{src, dst, kRoceUdpPort, traffic_class, buf.data() + kDatagramHeadroom, n});
+  b.qpns.push_back(local_qpn);
   Capture& cap = Capture::get();
   if (__builtin_expect(cap.enabled(), 0)) cap.packet(src, dst, a.src_port, a.dst_port, traffic_class, pkt, payload, len);
 }
 
-void Engine::flush() {
-  if (batch_.empty()) return;
+void Engine::take_for_sending(Outgoing& o) {
   if (!g_network_in_use.load(std::memory_order_relaxed)) g_network_in_use.store(true, std::memory_order_relaxed);
-  sock.send_many(batch_.data(), batch_.size());
-  for (size_t i = 0; i < batch_.size(); ++i) {
-    counters.add(batch_qpns_[i], kPacketsSent);
-    counters.add(batch_qpns_[i], kBytesSent, batch_[i].len);
+  const Batch& b = o.building;
+  for (size_t i = 0; i < b.datagrams.size(); ++i) {
+    counters.add(b.qpns[i], kPacketsSent);
+    counters.add(b.qpns[i], kBytesSent, b.datagrams[i].len);
   }
-  batch_.clear();
-  batch_qpns_.clear();
+  std::swap(o.building, o.sending);
+}
+
+void Engine::send_full(Outgoing& o) {
+  std::lock_guard order(o.order_mu);
+  take_for_sending(o);
+  sock.send_many(o.sending.datagrams.data(), o.sending.datagrams.size());
+  o.sending.clear();
+}
+
+void Engine::unlock_and_send(std::unique_lock<BriefSpinMutex>& held) {
+  bool taken[2] = {false, false};
+  for (int s = 0; s < 2; ++s) {
+    if (out_[s].building.datagrams.empty()) continue;
+    out_[s].order_mu.lock();  // a sender of this stream may still be at it
+    take_for_sending(out_[s]);
+    taken[s] = true;
+  }
+  held.unlock();
+  for (int s = 0; s < 2; ++s) {
+    if (!taken[s]) continue;
+    Batch& b = out_[s].sending;
+    sock.send_many(b.datagrams.data(), b.datagrams.size());
+    b.clear();
+    out_[s].order_mu.unlock();
+  }
+}
+
+void Engine::reset_outgoing() {
+  for (Outgoing& o : out_) {
+    o.building.clear();
+    o.sending.clear();
+    new (&o.order_mu) BriefSpinMutex();
+  }
 }
 
 uint32_t Engine::link_mtu_to(const in6_addr& dst) {
@@ -193,7 +226,7 @@ Response Engine::send_unreliable(const Message& m) {
     p.deth.qkey = m.qkey;
     p.deth.src_qp = m.src_qpn;
     p.imm = ntohl(m.imm);
-    transmit(m.src_qpn, as_in6(m.dst->sgid), as_in6(m.dst->dgid), m.dst->traffic_class, p, data, m.length);
+    transmit(kRequests, m.src_qpn, as_in6(m.dst->sgid), as_in6(m.dst->dgid), m.dst->traffic_class, p, data, m.length);
     return Response{Outcome::kAck, 0};
   }
   // UC: the whole message at once; nothing comes back.
@@ -205,7 +238,7 @@ Response Engine::send_unreliable(const Message& m) {
       p.bth.se = m.solicited;
       p.imm = ntohl(m.imm);
     }
-    transmit(m.src_qpn, as_in6(m.dst->sgid), as_in6(m.dst->dgid), m.dst->traffic_class, p, data + packet_offset(i, mtu), packet_size(m.length, i, mtu));
+    transmit(kRequests, m.src_qpn, as_in6(m.dst->sgid), as_in6(m.dst->dgid), m.dst->traffic_class, p, data + packet_offset(i, mtu), packet_size(m.length, i, mtu));
   }
   s.next_psn = psn_add(s.next_psn, n);
   return Response{Outcome::kAck, 0};
@@ -276,7 +309,7 @@ void Engine::request_read(Sender& s, Outbound& o) {
   p.bth.ack_req = true;
   if (o.high == 0) time_round_trip(s, p.bth.psn);
   o.high = o.npsn;
-  transmit(o.src_qpn, as_in6(o.dst.sgid), as_in6(o.dst.dgid), o.dst.traffic_class, p, nullptr, 0);
+  transmit(kRequests, o.src_qpn, as_in6(o.dst.sgid), as_in6(o.dst.dgid), o.dst.traffic_class, p, nullptr, 0);
   o.sent = o.npsn;
 }
 
@@ -296,7 +329,7 @@ void Engine::send_packet(Sender& s, Outbound& o, uint32_t i, bool ack_req) {
     p.atomic_eth.compare = o.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? o.compare_add : 0;
     p.bth.ack_req = true;
     if (fresh) time_round_trip(s, p.bth.psn);
-    transmit(o.src_qpn, src, dst, o.dst.traffic_class, p, nullptr, 0);
+    transmit(kRequests, o.src_qpn, src, dst, o.dst.traffic_class, p, nullptr, 0);
     return;
   }
   const bool last = i + 1 == o.npsn;
@@ -312,7 +345,7 @@ void Engine::send_packet(Sender& s, Outbound& o, uint32_t i, bool ack_req) {
   }
   p.bth.ack_req = ack_req || last || (i + 1) % kAckRequestEvery == 0;
   if (p.bth.ack_req && fresh) time_round_trip(s, p.bth.psn);
-  transmit(o.src_qpn, src, dst, o.dst.traffic_class, p, o.payload() + packet_offset(i, o.mtu), packet_size(o.length, i, o.mtu));
+  transmit(kRequests, o.src_qpn, src, dst, o.dst.traffic_class, p, o.payload() + packet_offset(i, o.mtu), packet_size(o.length, i, o.mtu));
 }
 
 // Sends what the window allows, oldest message first: READ and atomic

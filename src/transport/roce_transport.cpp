@@ -73,6 +73,7 @@ void after_fork_in_child() {
   e.receivers.clear();
   e.counters.drop_in_child();
   e.answers.clear();
+  e.reset_outgoing();
   new (&e.mu) BriefSpinMutex();
   new (&e.call_mu) BriefSpinMutex();
   new (&g_start_mu) std::mutex();
