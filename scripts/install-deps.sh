@@ -14,6 +14,7 @@ packages=(
   iproute2 procps python3
   gdb                                   # stacks of a hung or crashed test (tests/common/hang_watchdog.cpp, tests/e2e/with_stacks.sh)
   nftables                              # packet loss on the RoCEv2 test links (no netem in every kernel)
+  iptables libnetfilter-queue-dev       # reordering and delay on them (tests/e2e/impair_queue.c, NFQUEUE)
   ethtool                               # captured test links cut UDP GSO sends before the capture sees them
   tshark                                # decodes our CM MADs independently (e2e_ibcm_tshark)
   ucx-utils libfabric-bin gnuplot-nox  # peers the benchmarks compare against, plots

@@ -9,10 +9,19 @@ set_tests_properties(e2e_roce_tshark PROPERTIES LABELS e2e TIMEOUT 120 SKIP_RETU
 # RoCEv2 between two hosts made of network namespaces (roce_netns.sh creates
 # and deletes them): Debian's tools unmodified, lossless, with random loss,
 # and captured for tshark. Root is needed for the namespaces (skip: 77).
+# impair_queue: netem's reordering and delay where the kernel has no netem
+# (an iptables NFQUEUE consumer; libnetfilter-queue-dev).
+pkg_check_modules(NETFILTER_QUEUE IMPORTED_TARGET libnetfilter_queue)
+set(impair_queue_env "")
+if(NETFILTER_QUEUE_FOUND)
+  add_executable(impair_queue ${CMAKE_CURRENT_LIST_DIR}/impair_queue.c)
+  target_link_libraries(impair_queue PRIVATE PkgConfig::NETFILTER_QUEUE)
+  set(impair_queue_env ";IMPAIR_QUEUE=$<TARGET_FILE:impair_queue>")
+endif()
 function(roce_netns_test name)
   add_test(NAME e2e_roce_${name} COMMAND ${CMAKE_CURRENT_LIST_DIR}/roce_netns.sh ${ARGN})
   set_tests_properties(e2e_roce_${name} PROPERTIES LABELS "e2e;roce" TIMEOUT 120 SKIP_RETURN_CODE 77
-                       ENVIRONMENT "LD_LIBRARY_PATH=${PROJECT_BINARY_DIR}/lib;SOFTVERBS_STAT=$<TARGET_FILE:softverbs_stat>")
+                       ENVIRONMENT "LD_LIBRARY_PATH=${PROJECT_BINARY_DIR}/lib;SOFTVERBS_STAT=$<TARGET_FILE:softverbs_stat>${impair_queue_env}")
 endfunction()
 roce_netns_test(rc_pingpong pingpong ibv_rc_pingpong -n 500 -c)
 roce_netns_test(rc_pingpong_64k pingpong ibv_rc_pingpong -n 100 -s 65536 -c)
@@ -29,6 +38,13 @@ roce_netns_test(ib_read_bw_drop3 --drop 3 perftest ib_read_bw -n 50)
 roce_netns_test(ib_send_bw_drop3 --drop 3 perftest ib_send_bw -n 50)
 roce_netns_test(ib_atomic_lat_drop3 --drop 3 perftest ib_atomic_lat -n 200)
 roce_netns_test(rc_pingpong_netem --netem "loss 3% duplicate 1% reorder 25% delay 1ms" pingpong ibv_rc_pingpong -n 200 -c)
+# The same impairments without netem: 25% of the packets held back 1 ms
+# (reordered), 3% dropped, 5% of the sends duplicated; every byte checked (-c).
+roce_netns_test(rc_pingpong_reorder_dup --impair "--hold 25 1 --drop 3" --dup 5 pingpong ibv_rc_pingpong -n 200 -s 10000 -c)
+roce_netns_test(ud_pingpong_reorder --impair "--hold 25 1" pingpong ibv_ud_pingpong -n 200 -c)
+roce_netns_test(ib_write_bw_reorder_dup --stats --impair "--hold 10 1 --drop 1" --dup 2 perftest ib_write_bw -n 100)
+roce_netns_test(ib_read_bw_reorder_dup --impair "--hold 10 1" --dup 2 perftest ib_read_bw -n 100)
+roce_netns_test(ib_send_lat_delay --impair "--delay 1" perftest ib_send_lat -n 200)
 roce_netns_test(rc_pingpong_pcap --pcap pingpong ibv_rc_pingpong -n 100 -c)
 roce_netns_test(ud_pingpong_pcap --pcap pingpong ibv_ud_pingpong -n 100 -c)
 roce_netns_test(ib_read_lat_pcap --pcap perftest ib_read_lat -n 50)

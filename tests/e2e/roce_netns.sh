@@ -15,6 +15,12 @@
 #     perftest  ib_*_{lat,bw}: -x <GID index>; the client must print its table
 #     --netem   tc netem SPEC on both ends of the link (loss, duplicate, reorder,
 #               delay); skipped (77) where the kernel has no netem
+#     --impair "ARGS"  where netem is missing: each host's RoCEv2 packets go
+#               through impair_queue ARGS ($IMPAIR_QUEUE; iptables NFQUEUE):
+#               --hold PERCENT MS (reordering), --delay MS, --drop PERCENT.
+#               Skipped (77) without it. The tool's counts must show the impairment
+#     --dup PERCENT  nftables copies PERCENT % of each host's RoCEv2 sends
+#               (a GSO send is copied whole: a run of duplicates)
 #     --drop    nftables drops PERCENT % of the RoCEv2 packets each host sends
 #               (random loss without netem)
 #     --drop-naks PERCENT  also drop that share of the PSN sequence-error
@@ -34,10 +40,12 @@
 #     CM_SERVER_RUNS_FOREVER=1 (cmtime): the server is stopped after the client;
 #     CM_CLIENT_FAILS=1: the client must fail (the regex then matches its error)
 set -u
-netem="" drop="" drop_naks="" min_len=0 pcap=0 ipv6=0 stats=0 pairs=1 self_pcap=0
+netem="" impair="" dup="" drop="" drop_naks="" min_len=0 pcap=0 ipv6=0 stats=0 pairs=1 self_pcap=0
 while [[ $# -gt 0 && $1 == --* ]]; do
   case $1 in
     --netem) netem=$2; shift 2 ;;
+    --impair) impair=$2; shift 2 ;;
+    --dup) dup=$2; shift 2 ;;
     --drop) drop=$2; shift 2 ;;
     --drop-data) drop=$2; min_len=200; shift 2 ;;
     --drop-naks) drop_naks=$2; shift 2 ;;
@@ -61,6 +69,7 @@ a=svA$$ b=svB$$ va=sva$$ vb=svb$$
 work=$(mktemp -d)
 cleanup() {
   [[ -n ${cap_pid:-} ]] && kill "$cap_pid" 2>/dev/null
+  [[ -n ${impair_pids:-} ]] && kill $impair_pids 2>/dev/null
   ip netns del "$a" 2>/dev/null
   ip netns del "$b" 2>/dev/null
   rm -rf "$work"
@@ -78,6 +87,34 @@ ip link add "$va" type veth peer name "$vb" &&
 if [[ -n $netem ]]; then
   ip netns exec "$a" tc qdisc add dev "$va" root netem $netem &&
     ip netns exec "$b" tc qdisc add dev "$vb" root netem $netem || { echo "tc netem $netem refused"; exit 77; }
+fi
+if [[ -n $impair ]]; then
+  [[ -x ${IMPAIR_QUEUE:-} ]] || { echo "impair_queue not built (libnetfilter-queue-dev)"; exit 77; }
+  command -v iptables >/dev/null || { echo "iptables not installed"; exit 77; }
+  impair_pids=""
+  for ns in "$a" "$b"; do
+    ip netns exec "$ns" iptables -A OUTPUT -p udp --dport 4791 -j NFQUEUE --queue-num 7 --queue-bypass ||
+      { echo "iptables refused the NFQUEUE rule"; exit 77; }
+    ip netns exec "$ns" env -u LD_PRELOAD "$IMPAIR_QUEUE" 7 $impair >"$work/impair.$ns" 2>&1 &
+    impair_pids+=" $!"
+    for _ in $(seq 100); do grep -q ready "$work/impair.$ns" && break; sleep 0.05; done
+    grep -q ready "$work/impair.$ns" || { echo "impair_queue did not start:"; cat "$work/impair.$ns"; exit 77; }
+  done
+fi
+if [[ -n $dup ]]; then
+  command -v nft >/dev/null || { echo "nft not installed"; exit 77; }
+  for ns in "$a" "$b"; do
+    peer=10.93.0.2
+    [[ $ns == "$b" ]] && peer=10.93.0.1
+    ip netns exec "$ns" nft -f - <<NFT || { echo "nft refused the dup rule"; exit 77; }
+table ip copies {
+  chain out {
+    type filter hook output priority 0;
+    udp dport 4791 numgen random mod 100 < $dup counter dup to $peer
+  }
+}
+NFT
+  done
 fi
 if [[ -n $drop ]]; then
   nak_rule=""  # BTH opcode 0x11 (RC ACKNOWLEDGE), AETH syndrome 0x60 (NAK: PSN sequence error)
@@ -211,6 +248,28 @@ if [[ -n $drop ]]; then
   for ns in "$a" "$b"; do
     echo "$ns dropped: $(ip netns exec "$ns" nft list chain inet loss out | grep -o 'packets [0-9]*' | paste -sd ' ')"
   done
+fi
+
+if [[ -n $impair ]]; then
+  kill -TERM $impair_pids 2>/dev/null
+  wait $impair_pids 2>/dev/null
+  impair_pids=""
+  for ns in "$a" "$b"; do
+    counts=$(grep -E "^passed" "$work/impair.$ns")
+    echo "$ns impair_queue $impair: $counts"
+    [[ -n $counts ]] || { echo "impair_queue gave no counts:"; cat "$work/impair.$ns"; exit 1; }
+    if [[ $impair == *--hold* && $counts == *" held 0 "* ]] || [[ $impair == *--drop* && $counts == *"dropped 0" ]]; then
+      echo "the link was not impaired as asked"; exit 1
+    fi
+  done
+fi
+if [[ -n $dup ]]; then
+  for ns in "$a" "$b"; do
+    n=$(ip netns exec "$ns" nft list chain ip copies out | grep -o 'packets [0-9]*' | grep -o '[0-9]*')
+    echo "$ns duplicated: $n sends"
+    duplicated=$(( ${duplicated:-0} + n ))
+  done
+  ((duplicated > 0)) || { echo "nothing was duplicated"; exit 1; }
 fi
 
 if ((stats)); then
