@@ -98,6 +98,12 @@ struct Dest {
   AddrKey self;  // our address as this peer sees it
   uint32_t qpn = 0;
   ibv_gid gid{};
+  // Our GID toward this peer: the one of `self` (or of the address its
+  // datagrams came to), as rdma-core's rsockets sends from the GID of the
+  // address it is bound to. Not a fixed index: GID 0 is the loopback
+  // address, which names this host only.
+  ibv_gid sgid{};
+  int sgid_index = -1;  // -1: not known yet
   ibv_ah* ah = nullptr;
 };
 
@@ -304,18 +310,64 @@ AddrKey self_for(const RSocket& rs, const sockaddr* dest, socklen_t dest_len) {
   return k;
 }
 
-// Records that `who` is reached at UD QPN `qpn` through `gid`.
-void learn(DgramState& d, const AddrKey& who, uint32_t qpn, const uint8_t* gid) {
+// The GID of an IP address (IPv4 as ::ffff:a.b.c.d).
+ibv_gid gid_of(const AddrKey& a) {
+  ibv_gid g{};
+  if (a.family == AF_INET) {
+    g.raw[10] = g.raw[11] = 0xff;
+    std::memcpy(g.raw + 12, a.addr, 4);
+  } else {
+    std::memcpy(g.raw, a.addr, 16);
+  }
+  return g;
+}
+
+// The index of `gid` in port 1's GID table, or -1.
+int gid_index(ibv_context* ctx, const ibv_gid& gid) {
+  ibv_port_attr port{};
+  if (ibv_query_port(ctx, 1, &port) != 0) return -1;
+  for (int i = 0; i < port.gid_tbl_len; ++i) {
+    ibv_gid g{};
+    if (ibv_query_gid(ctx, 1, i, &g) == 0 && std::memcmp(g.raw, gid.raw, 16) == 0) return i;
+  }
+  return -1;
+}
+
+// Makes `gid` (when the port has it; else GID 0) our GID toward `dest`.
+void use_sgid(DgramState& d, Dest& dest, const ibv_gid& gid) {
+  const int index = gid_index(d.ctx, gid);
+  dest.sgid_index = index >= 0 ? index : 0;
+  dest.sgid = index >= 0 ? gid : d.gid;
+}
+
+// The GID a UD datagram was sent to, from the 40 bytes before it: on
+// RoCEv2 the packet's IP header (IPv4: after 20 unused bytes; IPv6: the
+// IPv6 header, its destination at byte 24), as ibv_init_ah_from_wc reads it.
+ibv_gid destination_gid(const uint8_t* grh) {
+  ibv_gid g{};
+  if ((grh[20] >> 4) == 4) {
+    g.raw[10] = g.raw[11] = 0xff;
+    std::memcpy(g.raw + 12, grh + 20 + 16, 4);
+  } else {
+    std::memcpy(g.raw, grh + 24, 16);
+  }
+  return g;
+}
+
+// Records that `who` is reached at UD QPN `qpn` through `gid`, from our
+// GID `ours`.
+void learn(DgramState& d, const AddrKey& who, uint32_t qpn, const uint8_t* gid, const ibv_gid& ours) {
   Dest& dest = d.dests[who];
   if (dest.ah && dest.qpn == qpn && std::memcmp(dest.gid.raw, gid, 16) == 0) return;
   if (dest.ah) ibv_destroy_ah(dest.ah);
   dest.ah = nullptr;
   dest.qpn = qpn;
   std::memcpy(dest.gid.raw, gid, 16);
+  if (dest.sgid_index < 0) use_sgid(d, dest, ours);
   ibv_ah_attr attr{};
   attr.is_global = 1;
   attr.grh.dgid = dest.gid;
-  attr.grh.sgid_index = 0;
+  attr.grh.sgid_index = static_cast<uint8_t>(dest.sgid_index);
   attr.grh.hop_limit = 64;
   attr.port_num = 1;
   dest.ah = ibv_create_ah(d.pd, &attr);
@@ -382,7 +434,7 @@ ssize_t take_ud(DgramState& d, const iovec* iov, int iovcnt, bool peek, sockaddr
     const size_t copied = scatter(iov, iovcnt, data + sizeof h, len - sizeof h);
     report_source(who, src, src_len);
     if (!peek) {
-      learn(d, who, h.qpn, h.gid);
+      learn(d, who, h.qpn, h.gid, destination_gid(d.recv_slot(r.slot)));
       d.ready.pop_front();
       post_recv_slot(d, r.slot);
     }
@@ -408,7 +460,11 @@ ssize_t take_udp(RSocket& rs, DgramState& d, const iovec* iov, int iovcnt, bool 
   size_t len = static_cast<size_t>(n);
   if (len >= sizeof h) std::memcpy(&h, payload, sizeof h);
   if (valid_header(h, len)) {
-    if (!peek) learn(d, who, h.qpn, h.gid);
+    if (!peek) {
+      sockaddr_storage back{};
+      const socklen_t back_len = sockaddr_of(who, &back);
+      learn(d, who, h.qpn, h.gid, gid_of(self_for(rs, reinterpret_cast<sockaddr*>(&back), back_len)));
+    }
     payload += sizeof h;
     len -= sizeof h;
   }  // else: a plain UDP sender; its datagram is delivered as it is
@@ -422,14 +478,14 @@ bool udp_readable(int fd) {
   return poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
 }
 
-DgramHeader header_for(const DgramState& d, const AddrKey& self) {
+DgramHeader header_for(const DgramState& d, const Dest& to) {
   DgramHeader h{};
   h.tag = kTag;
   h.qpn = d.qp->qp_num;
-  h.family = self.family;
-  h.port = self.port;
-  std::memcpy(h.addr, self.addr, 16);
-  std::memcpy(h.gid, d.gid.raw, 16);
+  h.family = to.self.family;
+  h.port = to.self.port;
+  std::memcpy(h.addr, to.self.addr, 16);
+  std::memcpy(h.gid, to.sgid.raw, 16);
   return h;
 }
 
@@ -485,7 +541,8 @@ ssize_t dgram_send(RSocket& rs, const iovec* iov, int iovcnt, int flags, const s
   }
   if (it->second.self.family == 0) it->second.self = self_for(rs, dest, dest_len);
   Dest& target = it->second;
-  const DgramHeader h = header_for(d, target.self);
+  if (target.sgid_index < 0) use_sgid(d, target, gid_of(target.self));
+  const DgramHeader h = header_for(d, target);
   const bool nonblock = rs.nonblocking(flags);
 
   if (target.ah && len + sizeof h <= d.mtu) {

@@ -87,7 +87,7 @@ rxe_interop_test(rc_64k_softverbs_client rc softverbs-client -n 50 -s 65536 -c)
 # RTU, DREQ, DREP; SIDR for UD), Debian's rdmacm-utils and perftest -R
 # unmodified, the server in host A, the client in host B (@A: A's address).
 function(roce_cm_test name)
-  cmake_parse_arguments(CM "FOREVER;FAILS" "" "" ${ARGN})
+  cmake_parse_arguments(CM "FOREVER;FAILS;NO_MADS" "" "" ${ARGN})
   add_test(NAME e2e_roce_cm_${name} COMMAND ${CMAKE_CURRENT_LIST_DIR}/roce_netns.sh ${CM_UNPARSED_ARGUMENTS})
   set(env "LD_LIBRARY_PATH=${PROJECT_BINARY_DIR}/lib;SOFTVERBS_LOG=info")
   if(CM_FOREVER)
@@ -95,6 +95,9 @@ function(roce_cm_test name)
   endif()
   if(CM_FAILS)
     list(APPEND env CM_CLIENT_FAILS=1)
+  endif()
+  if(CM_NO_MADS)
+    list(APPEND env CM_NO_MADS=1)
   endif()
   set_tests_properties(e2e_roce_cm_${name} PROPERTIES LABELS "e2e;roce;rdmacm" TIMEOUT 120 SKIP_RETURN_CODE 77
                        ENVIRONMENT "${env}")
@@ -117,6 +120,10 @@ roce_cm_test(cmtime_20 FOREVER cm "cmtime -c 20" "cmtime -s @A -c 20" "connect")
 roce_cm_test(rdma_server_client cm "rdma_server" "rdma_client -s @A" "rdma_client: end 0")
 roce_cm_test(rdma_xserver_xclient_xrc cm "rdma_xserver -c x" "rdma_xclient -s @A -c x" "rdma_xclient: end 0")
 roce_cm_test(rstream_4k cm "rstream -S 4096 -C 1000" "rstream -s @A -S 4096 -C 1000" "^custom +4k +1k")
+# rsockets datagrams (udpong): the first datagram to a peer goes by UDP,
+# the rest over UD QPs between the hosts' GIDs (on the link, checked).
+roce_cm_test(udpong_echo FOREVER NO_MADS --pcap cm "udpong -b @A -T e" "udpong -s @A -S 64 -C 100 -T e" "^custom +64 +200")
+roce_cm_test(riostream_4k cm "riostream -S 4096 -C 1000" "riostream -s @A -S 4096 -C 1000" "^custom +4k +1k")
 roce_cm_test(rstream_64k cm "rstream -S 65536 -C 20 -T v" "rstream -s @A -S 65536 -C 20 -T v" "^custom +64k +20")
 # Nobody listens on the port: host A's CM answers the REQ with a REJ
 # (invalid service ID), as Linux's does (a listener on another port keeps a

@@ -38,7 +38,8 @@
 #     in host A, the client in host B; @A in a command is A's address. Both
 #     must exit 0 and the client's output match the regex. Environment:
 #     CM_SERVER_RUNS_FOREVER=1 (cmtime): the server is stopped after the client;
-#     CM_CLIENT_FAILS=1: the client must fail (the regex then matches its error)
+#     CM_CLIENT_FAILS=1: the client must fail (the regex then matches its error);
+#     CM_NO_MADS=1 (with --pcap; rsockets datagrams): UD SENDs on the link, not CM MADs
 set -u
 netem="" impair="" dup="" drop="" drop_naks="" min_len=0 pcap=0 ipv6=0 stats=0 pairs=1 self_pcap=0
 while [[ $# -gt 0 && $1 == --* ]]; do
@@ -167,7 +168,11 @@ if [[ $kind == cm ]]; then
   ip netns exec "$a" "$here/with_stacks.sh" 60 stdbuf -oL -eL ${server_cmd//@A/$server_addr} >"$work/server.0" 2>&1 &
   server=$!
   for _ in $(seq 200); do
-    ip netns exec "$a" ss -xl 2>/dev/null | grep -q -- "-gsi-" && break
+    if [[ -n ${CM_NO_MADS:-} ]]; then  # ready once its UDP socket is bound (udpong: port 7174)
+      ip netns exec "$a" ss -uln 2>/dev/null | grep -q ":7174 " && break
+    else
+      ip netns exec "$a" ss -xl 2>/dev/null | grep -q -- "-gsi-" && break
+    fi
     kill -0 $server 2>/dev/null || break
     sleep 0.05
   done
@@ -193,7 +198,13 @@ if [[ $kind == cm ]]; then
     kill -INT "$cap_pid"; wait "$cap_pid" 2>/dev/null; cap_pid=""
     mads=$(env -u LD_PRELOAD tshark -r "$work/link.pcap" -Y "infiniband.bth.destqp == 1" -T fields -e frame.number 2>/dev/null | wc -l)
     echo "CM MADs on the link: $mads; $(env -u LD_PRELOAD tshark -r "$work/link.pcap" -Y "infiniband.bth.destqp == 1" 2>/dev/null | grep -oE 'CM: [A-Za-z]+' | sort | uniq -c | xargs)"
-    ((mads > 0)) || { echo "no CM MAD on the link"; exit 1; }
+    if [[ -n ${CM_NO_MADS:-} ]]; then  # rsockets datagrams: UD QPs found through UDP, no CM
+      ud=$(env -u LD_PRELOAD tshark -r "$work/link.pcap" -Y "infiniband.bth.opcode == 100" -T fields -e frame.number 2>/dev/null | wc -l)
+      echo "UD SENDs on the link: $ud"
+      ((ud > 0)) || { echo "no UD SEND on the link: the datagrams did not travel between the hosts"; exit 1; }
+    else
+      ((mads > 0)) || { echo "no CM MAD on the link"; exit 1; }
+    fi
     pcap=2  # checked below like any capture
   fi
 fi
