@@ -18,7 +18,7 @@ packages=(
   ethtool                               # captured test links cut UDP GSO sends before the capture sees them
   tshark                                # decodes our CM MADs independently (e2e_ibcm_tshark)
   ucx-utils libfabric-bin gnuplot-nox  # peers the benchmarks compare against, plots
-  iperf3 qperf                          # the kernel's TCP and UDP on the RoCE benchmark's link
+  iperf3 qperf sockperf                 # the kernel's TCP and UDP on the RoCE benchmark's link
   qemu-system-x86 busybox-static cpio kmod  # a qemu guest running Linux rxe, the interop peer (e2e_rxe_*, tests/e2e/rxe_guest.sh)
 )
 export DEBIAN_FRONTEND=noninteractive
