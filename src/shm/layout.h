@@ -27,7 +27,7 @@ namespace sv::shm {
 
 inline constexpr uint64_t kRegistryMagic = 0x31676572'76667673ull;  // "svfvreg1"
 inline constexpr uint64_t kArenaMagic = 0x31616e72'76667673ull;     // "svfvrna1"
-inline constexpr uint32_t kLayoutVersion = 5;
+inline constexpr uint32_t kLayoutVersion = 6;
 
 inline constexpr uint32_t kMaxProcs = 256;  // slot 0 unused: QPNs 0/1 stay reserved
 inline constexpr uint32_t kMaxQps = 1u << 16;
@@ -62,6 +62,10 @@ struct alignas(128) ProcSlot {
   uint64_t arena_ino;  // inode of that memfd: guards against fd/pid reuse
   uint64_t arena_size;
   uint64_t started_ns;  // CLOCK_REALTIME at claim, for diagnostics
+  // Its network namespace (inode of /proc/self/ns/net; 0: unknown). A GID
+  // of this host names a QP only in the namespace that has the address:
+  // shared memory does not reach across namespaces (each is a host).
+  uint64_t netns_ino;
 };
 static_assert(sizeof(ProcSlot) == 128);
 

@@ -127,6 +127,8 @@ void Registry::fill_slot(uint32_t slot, int arena_fd, uint64_t arena_ino, uint64
   s.arena_ino = arena_ino;
   s.arena_size = arena_size;
   s.started_ns = realtime_ns();
+  struct stat ns {};
+  s.netns_ino = stat("/proc/self/ns/net", &ns) == 0 ? ns.st_ino : 0;
 }
 
 }  // namespace sv::shm

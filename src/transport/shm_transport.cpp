@@ -57,6 +57,10 @@ Response ShmTransport::deliver_to_qp(const Message& m) {
   const Response lost{is_reliable(m.qp_type) ? Outcome::kNoResponse : Outcome::kDropped, 0};
   const shm::Peer* owner = host_.peers().get(shm::qpn_slot(m.dst_qpn));
   if (!owner) return lost;  // no such process, or it died
+  // In another network namespace: another host, which our GID does not
+  // reach (two namespaces both have 127.0.0.1; a packet to it stays home).
+  const uint64_t ours = host_.registry().proc(host_.slot()).netns_ino, theirs = owner->proc->netns_ino;
+  if (ours && theirs && ours != theirs) return lost;
   uint32_t idx = shm::qpn_index(m.dst_qpn);
   auto* entry = owner->at<shm::QpSlotEntry>(owner->header()->qp_table + idx * sizeof(shm::QpSlotEntry));
   if (!entry || entry->qpn.load(std::memory_order_acquire) != m.dst_qpn) return lost;

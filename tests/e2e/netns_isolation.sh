@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Two hosts made of network namespaces (created here, deleted on exit) both
+# have 127.0.0.1, GID 0. A UD ping-pong addressed to GID 0 across them must
+# not arrive: from host B, 127.0.0.1 is B itself. (The registry of QPs in
+# shared memory spans the machine; it used to deliver to the QP number in
+# the other namespace, and udpong and mckey "worked" between hosts without
+# a packet on the link.) The client must time out; the same tools over the
+# veth's GIDs pass in e2e_roce_ud_pingpong.
+set -u
+a=niA$$ b=niB$$ va=nia$$ vb=nib$$
+cleanup() { ip netns del "$a" 2>/dev/null; ip netns del "$b" 2>/dev/null; }
+trap cleanup EXIT
+ip netns add "$a" 2>/dev/null && ip netns add "$b" || { echo "cannot create network namespaces"; exit 77; }
+ip link add "$va" type veth peer name "$vb" && ip link set "$va" netns "$a" && ip link set "$vb" netns "$b" &&
+  ip -n "$a" addr add 10.94.0.1/24 dev "$va" && ip -n "$b" addr add 10.94.0.2/24 dev "$vb" &&
+  ip -n "$a" link set lo up && ip -n "$b" link set lo up &&
+  ip -n "$a" link set "$va" up && ip -n "$b" link set "$vb" up || { echo "cannot set up the veth link"; exit 1; }
+ip netns exec "$a" timeout 8 ibv_ud_pingpong -g 0 -n 5 >/dev/null 2>&1 &
+server=$!
+sleep 0.5
+ip netns exec "$b" timeout 4 ibv_ud_pingpong -g 0 -n 5 10.94.0.1
+rc=$?
+kill "$server" 2>/dev/null; wait "$server" 2>/dev/null
+if ((rc == 0)); then
+  echo "the ping-pong to the other namespace's 127.0.0.1 completed: shared memory crossed namespaces"
+  exit 1
+fi
+echo "client gave up (exit $rc): GID 0 of another namespace is not reached, as on a real network"
