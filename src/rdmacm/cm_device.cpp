@@ -84,6 +84,14 @@ ibv_gid address_to_gid(const sockaddr* addr) {
   return gid;
 }
 
+int find_gid_index(ibv_context* context, int table_len, const ibv_gid& wanted) {
+  for (int i = 0; i < table_len; ++i) {
+    ibv_gid gid{};
+    if (ibv_query_gid(context, 1, i, &gid) == 0 && std::memcmp(gid.raw, wanted.raw, sizeof gid.raw) == 0) return i;
+  }
+  return -1;
+}
+
 bool find_device(const sockaddr* addr, Device** device, int* gid_index) {
   if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) {
     errno = EAFNOSUPPORT;
@@ -91,14 +99,10 @@ bool find_device(const sockaddr* addr, Device** device, int* gid_index) {
   }
   const ibv_gid wanted = address_to_gid(addr);
   for (Device& dev : table()) {
-    for (int i = 0; i < dev.gid_table_len; ++i) {
-      ibv_gid gid{};
-      if (ibv_query_gid(dev.context, 1, i, &gid) != 0) continue;
-      if (std::memcmp(gid.raw, wanted.raw, sizeof gid.raw) == 0) {
-        *device = &dev;
-        *gid_index = i;
-        return true;
-      }
+    if (const int i = find_gid_index(dev.context, dev.gid_table_len, wanted); i >= 0) {
+      *device = &dev;
+      *gid_index = i;
+      return true;
     }
   }
   if (is_loopback(addr) && !table().empty()) {

@@ -31,6 +31,10 @@ bool is_loopback(const sockaddr* addr);
 // The RoCE GID of an IP address: IPv4 as ::ffff:a.b.c.d, IPv6 as itself.
 ibv_gid address_to_gid(const sockaddr* addr);
 
+// The index of `gid` among the first `table_len` GIDs of port 1 of
+// `context`, or -1.
+int find_gid_index(ibv_context* context, int table_len, const ibv_gid& gid);
+
 // The device and GID index that own `addr`. A loopback address (127/8, ::1)
 // that has no GID of its own uses the device's first GID, as the kernel
 // binds loopback to the first device. False (errno ENODEV) if none.

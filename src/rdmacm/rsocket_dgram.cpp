@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "c_boundary.hpp"
+#include "cm_device.hpp"
 #include "util/kernel_socket.h"
 
 namespace softverbs::rdmacm::rs {
@@ -121,6 +122,7 @@ struct DgramState {
   ibv_cq* cq = nullptr;
   ibv_qp* qp = nullptr;
   ibv_gid gid{};
+  int gid_table_len = 0;
   bool cq_armed = false;
   unsigned unacked = 0;
   uint32_t mtu = 1024;
@@ -183,6 +185,7 @@ int open_verbs(RSocket& rs, DgramState& d) {
   ibv_port_attr port{};
   if (ibv_query_port(d.ctx, 1, &port) != 0) return -1;
   d.mtu = 128u << std::clamp<int>(port.active_mtu, IBV_MTU_256, IBV_MTU_4096);
+  d.gid_table_len = port.gid_tbl_len;
   if (ibv_query_gid(d.ctx, 1, 0, &d.gid) != 0) return -1;
   d.pd = ibv_alloc_pd(d.ctx);
   if (!d.pd) return -1;
@@ -310,32 +313,16 @@ AddrKey self_for(const RSocket& rs, const sockaddr* dest, socklen_t dest_len) {
   return k;
 }
 
-// The GID of an IP address (IPv4 as ::ffff:a.b.c.d).
-ibv_gid gid_of(const AddrKey& a) {
-  ibv_gid g{};
-  if (a.family == AF_INET) {
-    g.raw[10] = g.raw[11] = 0xff;
-    std::memcpy(g.raw + 12, a.addr, 4);
-  } else {
-    std::memcpy(g.raw, a.addr, 16);
-  }
-  return g;
-}
-
-// The index of `gid` in port 1's GID table, or -1.
-int gid_index(ibv_context* ctx, const ibv_gid& gid) {
-  ibv_port_attr port{};
-  if (ibv_query_port(ctx, 1, &port) != 0) return -1;
-  for (int i = 0; i < port.gid_tbl_len; ++i) {
-    ibv_gid g{};
-    if (ibv_query_gid(ctx, 1, i, &g) == 0 && std::memcmp(g.raw, gid.raw, 16) == 0) return i;
-  }
-  return -1;
+// The GID of our address `self`.
+ibv_gid gid_of(const AddrKey& self) {
+  sockaddr_storage a{};
+  sockaddr_of(self, &a);
+  return address_to_gid(reinterpret_cast<sockaddr*>(&a));
 }
 
 // Makes `gid` (when the port has it; else GID 0) our GID toward `dest`.
 void use_sgid(DgramState& d, Dest& dest, const ibv_gid& gid) {
-  const int index = gid_index(d.ctx, gid);
+  const int index = find_gid_index(d.ctx, d.gid_table_len, gid);
   dest.sgid_index = index >= 0 ? index : 0;
   dest.sgid = index >= 0 ? gid : d.gid;
 }
@@ -355,15 +342,16 @@ ibv_gid destination_gid(const uint8_t* grh) {
 }
 
 // Records that `who` is reached at UD QPN `qpn` through `gid`, from our
-// GID `ours`.
-void learn(DgramState& d, const AddrKey& who, uint32_t qpn, const uint8_t* gid, const ibv_gid& ours) {
+// GID `ours()` (asked only the first time: it may cost system calls).
+template <typename OurGid>
+void learn(DgramState& d, const AddrKey& who, uint32_t qpn, const uint8_t* gid, OurGid&& ours) {
   Dest& dest = d.dests[who];
   if (dest.ah && dest.qpn == qpn && std::memcmp(dest.gid.raw, gid, 16) == 0) return;
   if (dest.ah) ibv_destroy_ah(dest.ah);
   dest.ah = nullptr;
   dest.qpn = qpn;
   std::memcpy(dest.gid.raw, gid, 16);
-  if (dest.sgid_index < 0) use_sgid(d, dest, ours);
+  if (dest.sgid_index < 0) use_sgid(d, dest, ours());
   ibv_ah_attr attr{};
   attr.is_global = 1;
   attr.grh.dgid = dest.gid;
@@ -434,7 +422,7 @@ ssize_t take_ud(DgramState& d, const iovec* iov, int iovcnt, bool peek, sockaddr
     const size_t copied = scatter(iov, iovcnt, data + sizeof h, len - sizeof h);
     report_source(who, src, src_len);
     if (!peek) {
-      learn(d, who, h.qpn, h.gid, destination_gid(d.recv_slot(r.slot)));
+      learn(d, who, h.qpn, h.gid, [&] { return destination_gid(d.recv_slot(r.slot)); });
       d.ready.pop_front();
       post_recv_slot(d, r.slot);
     }
@@ -460,11 +448,12 @@ ssize_t take_udp(RSocket& rs, DgramState& d, const iovec* iov, int iovcnt, bool 
   size_t len = static_cast<size_t>(n);
   if (len >= sizeof h) std::memcpy(&h, payload, sizeof h);
   if (valid_header(h, len)) {
-    if (!peek) {
-      sockaddr_storage back{};
-      const socklen_t back_len = sockaddr_of(who, &back);
-      learn(d, who, h.qpn, h.gid, gid_of(self_for(rs, reinterpret_cast<sockaddr*>(&back), back_len)));
-    }
+    if (!peek)
+      learn(d, who, h.qpn, h.gid, [&] {
+        sockaddr_storage back{};
+        const socklen_t back_len = sockaddr_of(who, &back);
+        return gid_of(self_for(rs, reinterpret_cast<sockaddr*>(&back), back_len));
+      });
     payload += sizeof h;
     len -= sizeof h;
   }  // else: a plain UDP sender; its datagram is delivered as it is
