@@ -117,6 +117,10 @@ in6_addr v4_mapped(uint32_t ipv4_be) {
   return a;
 }
 
+bool is_multicast(const in6_addr& a) {
+  return a.s6_addr[0] == 0xff || (is_v4_mapped(a) && (a.s6_addr[12] & 0xf0) == 0xe0);
+}
+
 bool FrameAddrs::ipv4() const { return is_v4_mapped(src_ip); }
 
 std::vector<uint8_t> build_frame(const FrameAddrs& addrs, const RocePacket& pkt, const uint8_t* payload,

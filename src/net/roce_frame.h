@@ -36,6 +36,8 @@ struct FrameAddrs {
 };
 
 bool is_v4_mapped(const in6_addr& a);
+// A group address: IPv4 224.0.0.0/4 (mapped) or IPv6 ff00::/8.
+bool is_multicast(const in6_addr& a);
 // ::ffff:a.b.c.d from an IPv4 address in network byte order.
 in6_addr v4_mapped(uint32_t ipv4_be);
 

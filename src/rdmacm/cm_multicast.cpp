@@ -2,7 +2,9 @@
 // rdma_leave_multicast. The group's MGID is the RoCE mapping of the IP
 // address (IPv4 as ::ffff:a.b.c.d); joining attaches the id's QP
 // (ibv_attach_mcast), so delivery reaches every attached UD QP on the
-// host. A send-only join does not attach: that member only sends.
+// host, and joins the IP group on the id's link, so that what other hosts
+// send to the group arrives too. A send-only join does neither: that
+// member only sends.
 #include <rdma/rdma_cma.h>
 
 #include <cerrno>
@@ -40,11 +42,15 @@ int join(rdma_cm_id* cm_id, const sockaddr* addr, uint32_t flags, void* context)
   mc.mgid = address_to_gid(reinterpret_cast<sockaddr*>(&norm));
   mc.context = context;
   if (cm_id->qp && flags == RDMA_MC_JOIN_FLAG_FULLMEMBER) {
-    int rc = ibv_attach_mcast(cm_id->qp, &mc.mgid, 0);
-    if (rc) return fail(rc);
+    sockaddr_storage local = normalized(&cm_id->route.addr.src_addr);
+    // An id whose source address no interface has (bound to a wildcard)
+    // has no link to join on: the group then reaches this host's members only.
+    int rc = mc.membership.join(reinterpret_cast<sockaddr*>(&norm), reinterpret_cast<sockaddr*>(&local));
+    if (rc && rc != EADDRNOTAVAIL) return fail(rc);
+    if ((rc = ibv_attach_mcast(cm_id->qp, &mc.mgid, 0))) return fail(rc);
     mc.attached = true;
   }
-  id->multicasts.push_back(mc);
+  id->multicasts.push_back(std::move(mc));
 
   Event* ev = queue_event(id, RDMA_CM_EVENT_MULTICAST_JOIN, 0);
   auto& ud = ev->pub.param.ud;

@@ -28,6 +28,7 @@
 #include <mutex>
 #include <vector>
 
+#include "cm_group_membership.hpp"
 #include "cm_wire.hpp"
 
 namespace softverbs::rdmacm {
@@ -84,6 +85,7 @@ struct Multicast {
   ibv_gid mgid{};
   void* context = nullptr;
   bool attached = false;
+  GroupMembership membership;  // the host's join on the id's link (cm_group_membership.hpp)
 };
 
 // An id whose peer is on another host: its messages travel as IB CM MADs

@@ -188,6 +188,10 @@ class Engine {
 
   // Responder side (roce_receiver.cpp); under mu.
   void on_request(const net::RocePacket& pkt, const PacketAddrs& from);
+  // A UD SEND to a multicast group (DestQP 0xFFFFFF), for member QP `qpn`.
+  void on_group_request(const net::RocePacket& pkt, const PacketAddrs& from, uint32_t qpn) {
+    receive_unreliable(pkt, from, qpn);
+  }
 
  private:
   void pump(Sender& s);
@@ -206,8 +210,9 @@ class Engine {
 
   // link_ib_mtu() of `dst`, remembered for a second, so that a link whose
   // MTU changes is followed within a second. Per destination, not per QP:
-  // UD sends go anywhere, and RC requesters and responders share it.
-  uint32_t link_mtu_to(const in6_addr& dst);
+  // UD sends go anywhere, and RC requesters and responders share it. A
+  // group's link is the one of `src`, the address it is sent from.
+  uint32_t link_mtu_to(const in6_addr& dst, const in6_addr& src = {});
   struct In6Hash {
     size_t operator()(const in6_addr& a) const {
       uint64_t h[2];

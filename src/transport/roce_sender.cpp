@@ -17,6 +17,7 @@
 #include "core/qp.h"
 #include "core/transport.h"
 #include "net/roce_datagram.h"
+#include "net/roce_frame.h"
 #include "net/udp_sport.h"
 #include "transport/roce_capture.h"
 #include "transport/roce_engine.h"
@@ -176,13 +177,14 @@ void Engine::reset_outgoing() {
   }
 }
 
-uint32_t Engine::link_mtu_to(const in6_addr& dst) {
+uint32_t Engine::link_mtu_to(const in6_addr& dst, const in6_addr& src) {
   constexpr uint64_t kKeepNs = 1'000'000'000;
   const uint64_t now = monotonic_ns();
   if (link_mtus_.size() > 4096) link_mtus_.clear();  // a UD QP spraying many destinations
-  LinkMtu& l = link_mtus_[dst];
+  // (Groups by their source address: it, not the group, names the link.)
+  LinkMtu& l = link_mtus_[net::is_multicast(dst) ? src : dst];
   if (!l.mtu || now - l.read_ns > kKeepNs) {
-    l.mtu = link_ib_mtu(dst);
+    l.mtu = link_ib_mtu(dst, src);
     l.read_ns = now;
   }
   return l.mtu;
@@ -199,7 +201,7 @@ Response Engine::send_unreliable(const Message& m) {
   // carries 256 bytes, so short messages skip the lookup.
   if (m.qp_type == IBV_QPT_UD && m.length > 256) {
     const in6_addr& dst = as_in6(m.dst->dgid);
-    if (const uint32_t mtu = link_mtu_to(dst); m.length > mtu) {
+    if (const uint32_t mtu = link_mtu_to(dst, as_in6(m.dst->sgid)); m.length > mtu) {
       static std::atomic<bool> told{false};
       if (!told.exchange(true))
         SV_INFO("a UD message of %llu bytes is longer than the %u-byte MTU of the link to %s: not sent "

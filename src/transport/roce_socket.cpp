@@ -1,5 +1,7 @@
 #include "transport/roce_socket.h"
 
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/ip.h>
 #include <netinet/udp.h>
 #include <sys/socket.h>
@@ -12,6 +14,7 @@
 #include "net/roce_datagram.h"
 #include "net/roce_frame.h"
 #include "net/udp_sport.h"
+#include "util/clock.h"
 #include "util/knobs.h"
 #include "util/log.h"
 #include "util/kernel_socket.h"
@@ -58,6 +61,10 @@ int bound_socket(int family, uint16_t port) {
   set_int(fd, SOL_SOCKET, SO_SNDBUF, kSocketBufferBytes);
   // GSO sends from a peer arrive as one buffer, cut apart here (drain()).
   if (knobs().udp_offload) set_int(fd, SOL_UDP, UDP_GRO, 1);
+  // Our multicast sends do not come back to this host: its members got
+  // theirs in shared memory (transport/shm_transport.cpp).
+  set_int(fd, family == AF_INET ? IPPROTO_IP : IPPROTO_IPV6, family == AF_INET ? IP_MULTICAST_LOOP : IPV6_MULTICAST_LOOP,
+          0);
   if (family == AF_INET) {
     set_int(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO);  // DF: IP ID 0, as the ICRC assumed
     set_int(fd, IPPROTO_IP, IP_PKTINFO, 1);
@@ -118,10 +125,51 @@ void read_addresses(const msghdr& msg, const sockaddr_storage& from, DatagramInf
 
 }  // namespace
 
-uint32_t link_ib_mtu(const in6_addr& dst) {
+unsigned interface_of(const in6_addr& addr) {
+  struct Cached {
+    in6_addr addr{};
+    unsigned index = 0;
+    uint64_t read_ns = 0;
+  };
+  thread_local Cached last;
+  const uint64_t now = monotonic_ns();
+  if (last.read_ns && now - last.read_ns < 1'000'000'000 && std::memcmp(&last.addr, &addr, sizeof addr) == 0)
+    return last.index;
+  unsigned index = 0;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) == 0) {
+    for (ifaddrs* ifa = list; ifa && !index; ifa = ifa->ifa_next) {
+      if (!ifa->ifa_addr) continue;
+      if (ifa->ifa_addr->sa_family == AF_INET && net::is_v4_mapped(addr)) {
+        if (std::memcmp(&reinterpret_cast<sockaddr_in*>(ifa->ifa_addr)->sin_addr, addr.s6_addr + 12, 4) == 0)
+          index = if_nametoindex(ifa->ifa_name);
+      } else if (ifa->ifa_addr->sa_family == AF_INET6) {
+        if (std::memcmp(&reinterpret_cast<sockaddr_in6*>(ifa->ifa_addr)->sin6_addr, &addr, sizeof addr) == 0)
+          index = if_nametoindex(ifa->ifa_name);
+      }
+    }
+    freeifaddrs(list);
+  }
+  last = Cached{addr, index, now};
+  return index;
+}
+
+uint32_t link_ib_mtu(const in6_addr& dst, const in6_addr& src) {
   const bool v4 = net::is_v4_mapped(dst);
   int fd = kernel_socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return 1024;
+  // A group address has no route of its own: the link is the one of the
+  // address it is sent from (the kernel's choice when it sends).
+  if (net::is_multicast(dst)) {
+    if (v4) {
+      sockaddr_in from{};
+      from.sin_family = AF_INET;
+      std::memcpy(&from.sin_addr, src.s6_addr + 12, 4);
+      (void)!bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from);
+    } else {
+      set_int(fd, IPPROTO_IPV6, IPV6_MULTICAST_IF, static_cast<int>(interface_of(src)));
+    }
+  }
   sockaddr_storage ss{};
   socklen_t len;
   if (v4) {
@@ -293,6 +341,9 @@ int prepare(const OutDatagram& d, msghdr* msg, sockaddr_storage* to, iovec* iov,
   c->cmsg_len = CMSG_LEN(sizeof(in6_pktinfo));
   in6_pktinfo pi{};
   pi.ipi6_addr = d.src;
+  // An IPv6 group is on every link: the one of the source address (IPv4
+  // finds it from the source address itself).
+  if (net::is_multicast(d.dst)) pi.ipi6_ifindex = interface_of(d.src);
   std::memcpy(CMSG_DATA(c), &pi, sizeof pi);
   c = CMSG_NXTHDR(msg, c);
   c->cmsg_level = IPPROTO_IPV6;

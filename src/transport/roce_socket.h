@@ -32,9 +32,11 @@ struct DatagramInfo {
 };
 
 // The largest IB MTU (256..4096) whose packets fit the link that leads to
-// `dst`, as rxe derives its port MTU from the netdev's (headers allowed for);
-// 1024 when the route is unknown.
-uint32_t link_ib_mtu(const in6_addr& dst);
+// `dst` (a group: the link of `src`), as rxe derives its port MTU from the
+// netdev's (headers allowed for); 1024 when the route is unknown.
+uint32_t link_ib_mtu(const in6_addr& dst, const in6_addr& src);
+// The index of the interface that has address `addr`; 0 when none has.
+unsigned interface_of(const in6_addr& addr);
 
 class RoceSocket {
  public:

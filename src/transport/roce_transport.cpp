@@ -12,6 +12,8 @@
 #include <cstring>
 #include <thread>
 
+#include "core/gid_table.h"
+#include "core/multicast.h"
 #include "core/qp.h"
 #include "core/requester.h"
 #include "core/transport.h"
@@ -107,6 +109,33 @@ void run_answers(Engine& e) {
   }
 }
 
+// A UD SEND to a multicast group (DestQP 0xFFFFFF) reached this process's
+// socket: the kernel hands one copy to every RoCE socket of the namespace
+// once the host joined the group (rdma_join_multicast; IP_MULTICAST_ALL),
+// so each process gives it to its own attached QPs and no one forwards it.
+void deliver_to_members(Engine& e, const net::RocePacket& pkt, size_t len, const DatagramInfo& info,
+                        uint16_t local_port) {
+  ibv_gid group;
+  std::memcpy(group.raw, &info.dst, sizeof group.raw);
+  if ((pkt.bth.opcode & net::kTransportMask) != net::kTransportUd || !gid_is_multicast(group)) {
+    e.counters.add_device(kNoQp);  // only UD has multicast
+    return;
+  }
+  std::vector<uint32_t> members = mcast_members(*shm::Host::get()->registry().header(), group);
+  std::erase_if(members, [&](uint32_t qpn) { return shm::qpn_slot(qpn) != e.slot; });
+  if (members.empty()) return;  // another process's group
+  Capture& cap = Capture::get();
+  if (__builtin_expect(cap.enabled(), 0))
+    cap.packet(info.src, info.dst, info.src_port, local_port, info.traffic_class, pkt, pkt.payload, pkt.payload_len);
+  const PacketAddrs from{info.src, info.dst, info.traffic_class, info.hop_limit};
+  EngineLock g(e);
+  for (uint32_t qpn : members) {
+    e.counters.add(qpn, kPacketsReceived);
+    e.counters.add(qpn, kBytesReceived, len);
+    e.on_group_request(pkt, from, qpn);
+  }
+}
+
 // How a datagram reached this process.
 enum class Arrival {
   kWire,            // on our own UDP socket
@@ -138,6 +167,10 @@ void handle_datagram(Engine& e, uint8_t* buf, size_t len, const DatagramInfo& in
     if (__builtin_expect(cap.enabled(), 0))
       cap.packet(info.src, info.dst, info.src_port, local_port, info.traffic_class, pkt, pkt.payload, pkt.payload_len);
     deliver_to_gsi(e, pkt, PacketAddrs{info.src, info.dst, info.traffic_class, info.hop_limit});
+    return;
+  }
+  if (pkt.bth.dest_qp == shm::kMulticastQpn) {  // every member process got its own copy
+    deliver_to_members(e, pkt, len, info, local_port);
     return;
   }
   const uint32_t owner = shm::qpn_slot(pkt.bth.dest_qp);

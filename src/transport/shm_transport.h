@@ -12,7 +12,9 @@ namespace sv {
 
 class ShmTransport final : public Transport {
  public:
-  explicit ShmTransport(shm::Host& host);
+  // `wire`: the network transport, which carries a multicast send to the
+  // group's members on other hosts (nullptr: this host only).
+  ShmTransport(shm::Host& host, Transport* wire);
   const char* name() const override { return "shm"; }
   Response deliver(const Message& m) override;
 
@@ -22,6 +24,7 @@ class ShmTransport final : public Transport {
   Response deliver_captured(const Message& m);
 
   shm::Host& host_;
+  Transport* const wire_;
   // SOFTVERBS_PCAP is set: every exchange is also written as RoCEv2 packets
   // (shm_capture.h). Read once, so an unset variable costs one branch.
   const bool capture_;

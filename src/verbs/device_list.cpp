@@ -66,8 +66,8 @@ SV_EXPORT_1_1(ibv_open_device) ibv_context* sv_ibv_open_device(ibv_device* devic
   return abi::guarded<ibv_context*>(nullptr, [&]() -> ibv_context* {
     Context* ctx = Context::create(device);
     if (!ctx) return nullptr;
-    ctx->local_transport = new ShmTransport(*ctx->host);
     ctx->remote_transport = RoceTransport::get();
+    ctx->local_transport = new ShmTransport(*ctx->host, ctx->remote_transport);
     abi::install_context_ops(ctx->ibv());
     return ctx->ibv();
   });

@@ -59,8 +59,8 @@ SV_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
     if (!ctx) return nullptr;
     ::close(ctx->context.cmd_fd);
     ctx->context.cmd_fd = cmd_fd;
-    ctx->local_transport = new ShmTransport(*ctx->host);
     ctx->remote_transport = RoceTransport::get();
+    ctx->local_transport = new ShmTransport(*ctx->host, ctx->remote_transport);
     abi::install_context_ops(ctx->ibv());
     return ctx->ibv();
   });

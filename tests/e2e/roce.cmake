@@ -89,7 +89,7 @@ rxe_interop_test(rc_64k_softverbs_client rc softverbs-client -n 50 -s 65536 -c)
 # RTU, DREQ, DREP; SIDR for UD), Debian's rdmacm-utils and perftest -R
 # unmodified, the server in host A, the client in host B (@A: A's address).
 function(roce_cm_test name)
-  cmake_parse_arguments(CM "FOREVER;FAILS;NO_MADS" "" "" ${ARGN})
+  cmake_parse_arguments(CM "FOREVER;FAILS;NO_MADS" "READY;MULTICAST" "" ${ARGN})
   add_test(NAME e2e_roce_cm_${name} COMMAND ${CMAKE_CURRENT_LIST_DIR}/roce_netns.sh ${CM_UNPARSED_ARGUMENTS})
   set(env "LD_LIBRARY_PATH=${PROJECT_BINARY_DIR}/lib;SOFTVERBS_LOG=info")
   if(CM_FOREVER)
@@ -100,6 +100,12 @@ function(roce_cm_test name)
   endif()
   if(CM_NO_MADS)
     list(APPEND env CM_NO_MADS=1)
+  endif()
+  if(CM_READY)
+    list(APPEND env "CM_READY=${CM_READY}")
+  endif()
+  if(CM_MULTICAST)
+    list(APPEND env "CM_MULTICAST=${CM_MULTICAST}")
   endif()
   set_tests_properties(e2e_roce_cm_${name} PROPERTIES LABELS "e2e;roce;rdmacm" TIMEOUT 120 SKIP_RETURN_CODE 77
                        ENVIRONMENT "${env}")
@@ -125,6 +131,13 @@ roce_cm_test(rstream_4k cm "rstream -S 4096 -C 1000" "rstream -s @A -S 4096 -C 1
 # rsockets datagrams (udpong): the first datagram to a peer goes by UDP,
 # the rest over UD QPs between the hosts' GIDs (on the link, checked).
 roce_cm_test(udpong_echo FOREVER NO_MADS --pcap cm "udpong -b @A -T e" "udpong -s @A -S 64 -C 100 -T e" "^custom +64 +200")
+# Multicast between hosts: the receiver in A joins the group with two QPs (an IGMP join
+# on its link, the QP attached), the sender in B sends UD to the group's IP
+# address with DestQP 0xFFFFFF; the capture must show those on the link.
+roce_cm_test(mckey NO_MADS READY "receiving data transfers" MULTICAST 239.93.0.7 --pcap cm
+  "mckey -m 239.93.0.7 -b @A -c 2 -C 20" "mckey -m 239.93.0.7 -b @B -s -C 20" "data transfers complete")
+roce_cm_test(mckey_ipv6 NO_MADS READY "receiving data transfers" MULTICAST ff0e::93:7 --ipv6 --pcap cm
+  "mckey -m ff0e::93:7 -b @A -C 20" "mckey -m ff0e::93:7 -b @B -s -C 20" "data transfers complete")
 roce_cm_test(riostream_4k cm "riostream -S 4096 -C 1000" "riostream -s @A -S 4096 -C 1000" "^custom +4k +1k")
 roce_cm_test(rstream_64k cm "rstream -S 65536 -C 20 -T v" "rstream -s @A -S 65536 -C 20 -T v" "^custom +64k +20")
 # Nobody listens on the port: host A's CM answers the REQ with a REJ

@@ -35,11 +35,13 @@
 #               computation (Python's zlib)
 #   roce_netns.sh [options] cm "SERVER COMMAND" "CLIENT COMMAND" [CLIENT REGEX]
 #     connection manager tools (rping, perftest -R, udaddy, ...): the server
-#     in host A, the client in host B; @A in a command is A's address. Both
+#     in host A, the client in host B; @A in a command is A's address, @B B's. Both
 #     must exit 0 and the client's output match the regex. Environment:
 #     CM_SERVER_RUNS_FOREVER=1 (cmtime): the server is stopped after the client;
 #     CM_CLIENT_FAILS=1: the client must fail (the regex then matches its error);
-#     CM_NO_MADS=1 (with --pcap; rsockets datagrams): UD SENDs on the link, not CM MADs
+#     CM_NO_MADS=1 (with --pcap; rsockets datagrams, multicast): UD SENDs on the link, not CM MADs
+#     CM_READY=REGEX: the client starts once the server's output matches it
+#     CM_MULTICAST=GROUP (with --pcap): the UD SENDs must go to that group address
 set -u
 netem="" impair="" dup="" drop="" drop_naks="" min_len=0 pcap=0 ipv6=0 stats=0 pairs=1 self_pcap=0
 while [[ $# -gt 0 && $1 == --* ]]; do
@@ -163,12 +165,15 @@ fi
 if [[ $kind == cm ]]; then
   # The CM between hosts: the server's listener is reachable once its
   # network mailbox exists (src/rdmacm/cm_network.cpp).
-  server_addr=10.93.0.1
-  ((ipv6)) && server_addr=fd93::1
+  server_addr=10.93.0.1 client_addr=10.93.0.2
+  ((ipv6)) && server_addr=fd93::1 client_addr=fd93::2
+  server_cmd=${server_cmd//@B/$client_addr} client_cmd=${client_cmd//@B/$client_addr}
   ip netns exec "$a" "$here/with_stacks.sh" 60 stdbuf -oL -eL ${server_cmd//@A/$server_addr} >"$work/server.0" 2>&1 &
   server=$!
   for _ in $(seq 200); do
-    if [[ -n ${CM_NO_MADS:-} ]]; then  # ready once its UDP socket is bound (udpong: port 7174)
+    if [[ -n ${CM_READY:-} ]]; then  # ready once it says so (mckey: joined)
+      grep -Eq -- "$CM_READY" "$work/server.0" && break
+    elif [[ -n ${CM_NO_MADS:-} ]]; then  # ready once its UDP socket is bound (udpong: port 7174)
       ip netns exec "$a" ss -uln 2>/dev/null | grep -q ":7174 " && break
     else
       ip netns exec "$a" ss -xl 2>/dev/null | grep -q -- "-gsi-" && break
@@ -199,8 +204,11 @@ if [[ $kind == cm ]]; then
     mads=$(env -u LD_PRELOAD tshark -r "$work/link.pcap" -Y "infiniband.bth.destqp == 1" -T fields -e frame.number 2>/dev/null | wc -l)
     echo "CM MADs on the link: $mads; $(env -u LD_PRELOAD tshark -r "$work/link.pcap" -Y "infiniband.bth.destqp == 1" 2>/dev/null | grep -oE 'CM: [A-Za-z]+' | sort | uniq -c | xargs)"
     if [[ -n ${CM_NO_MADS:-} ]]; then  # rsockets datagrams: UD QPs found through UDP, no CM
-      ud=$(env -u LD_PRELOAD tshark -r "$work/link.pcap" -Y "infiniband.bth.opcode == 100" -T fields -e frame.number 2>/dev/null | wc -l)
-      echo "UD SENDs on the link: $ud"
+      filter="(infiniband.bth.opcode == 100 || infiniband.bth.opcode == 101)"  # UD SEND only (with immediate)
+      [[ -n ${CM_MULTICAST:-} ]] && filter+=" && infiniband.bth.destqp == 0xffffff && ip.dst == $CM_MULTICAST"
+      [[ -n ${CM_MULTICAST:-} && $CM_MULTICAST == *:* ]] && filter=${filter/ip.dst/ipv6.dst}
+      ud=$(env -u LD_PRELOAD tshark -r "$work/link.pcap" -Y "$filter" -T fields -e frame.number 2>/dev/null | wc -l)
+      echo "UD SENDs on the link ($filter): $ud"
       ((ud > 0)) || { echo "no UD SEND on the link: the datagrams did not travel between the hosts"; exit 1; }
     else
       ((mads > 0)) || { echo "no CM MAD on the link"; exit 1; }

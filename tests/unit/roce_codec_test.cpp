@@ -693,5 +693,19 @@ TEST(RocePcap, SnaplenAndErrors) {
   }
 }
 
+TEST(RoceAddresses, GroupAddressesAreIpv4ClassDAndIpv6Ff) {
+  EXPECT_TRUE(is_multicast(v4_mapped(htonl(0xE0000051))));   // 224.0.0.81
+  EXPECT_TRUE(is_multicast(v4_mapped(htonl(0xEF5D0007))));   // 239.93.0.7
+  EXPECT_FALSE(is_multicast(v4_mapped(htonl(0xF0000001))));  // 240.0.0.1: class E
+  EXPECT_FALSE(is_multicast(v4_mapped(htonl(0x0A5D0001))));  // 10.93.0.1
+  in6_addr group{}, unicast{}, unmapped_class_d{};
+  ASSERT_EQ(inet_pton(AF_INET6, "ff0e::93:7", &group), 1);
+  ASSERT_EQ(inet_pton(AF_INET6, "fd93::1", &unicast), 1);
+  ASSERT_EQ(inet_pton(AF_INET6, "::e000:51", &unmapped_class_d), 1);  // not ::ffff:
+  EXPECT_TRUE(is_multicast(group));
+  EXPECT_FALSE(is_multicast(unicast));
+  EXPECT_FALSE(is_multicast(unmapped_class_d));
+}
+
 }  // namespace
 }  // namespace sv::net
