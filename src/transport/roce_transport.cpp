@@ -219,7 +219,9 @@ void hand_over_at_exit() {
           if (!net::datagram_icrc_ok(a, buf, len)) return;
           uint8_t* at = buf + net::kDatagramHeadroom;
           const uint32_t qpn = net::be::get24(at + 5);  // BTH DestQP
-          if (shm::qpn_slot(qpn) != e.slot) e.fwd.forward(shm::qpn_slot(qpn), infos[s], port, at, len);
+          // (Multicast: every member process got its own copy.)
+          if (qpn != shm::kMulticastQpn && shm::qpn_slot(qpn) != e.slot)
+            e.fwd.forward(shm::qpn_slot(qpn), infos[s], port, at, len);
         });
     }
   }
@@ -238,7 +240,8 @@ bool forward_whole(Engine& e, uint8_t* slot, size_t len, uint16_t seg, const Dat
     if (std::min<size_t>(seg, len - off) < net::kBthBytes + net::kIcrcBytes) return false;
     const uint32_t qpn = net::be::get24(data + off + 5);  // BTH DestQP
     const uint32_t o = shm::qpn_slot(qpn);
-    if (qpn == softverbs::ibcm::kGsiQpn || o == e.slot || (off && o != owner)) return false;
+    if (qpn == softverbs::ibcm::kGsiQpn || qpn == shm::kMulticastQpn || o == e.slot || (off && o != owner))
+      return false;
     owner = o;
   }
   return e.fwd.forward(owner, info, local_port, data, len, seg);

@@ -138,6 +138,9 @@ roce_cm_test(mckey NO_MADS READY "receiving data transfers" MULTICAST 239.93.0.7
   "mckey -m 239.93.0.7 -b @A -c 2 -C 20" "mckey -m 239.93.0.7 -b @B -s -C 20" "data transfers complete")
 roce_cm_test(mckey_ipv6 NO_MADS READY "receiving data transfers" MULTICAST ff0e::93:7 --ipv6 --pcap cm
   "mckey -m ff0e::93:7 -b @A -C 20" "mckey -m ff0e::93:7 -b @B -s -C 20" "data transfers complete")
+# rcopy (a stream rsocket) copies a file from B to A; rcopy_check.sh compares the copy.
+roce_cm_test(rcopy FOREVER READY "waiting for connection" --pcap cm "rcopy -p 7427"
+  "${CMAKE_CURRENT_LIST_DIR}/rcopy_check.sh @A 7427 8000001" "copied 8000001 bytes intact")
 roce_cm_test(riostream_4k cm "riostream -S 4096 -C 1000" "riostream -s @A -S 4096 -C 1000" "^custom +4k +1k")
 roce_cm_test(rstream_64k cm "rstream -S 65536 -C 20 -T v" "rstream -s @A -S 65536 -C 20 -T v" "^custom +64k +20")
 # Nobody listens on the port: host A's CM answers the REQ with a REJ

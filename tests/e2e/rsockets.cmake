@@ -65,6 +65,14 @@ foreach(case "udpong_echo|19720|-T e -S 64 -C 20000|^custom +64 +40k "
     LABELS "e2e;rdmacm" TIMEOUT 120 PROCESSORS 2)
 endforeach()
 
+# rcopy: a file over a stream rsocket; the server keeps serving, the runner
+# stops it. rcopy_check.sh makes the file and compares the server's copy.
+add_test(NAME e2e_rcopy COMMAND ${RSOCKET_PAIR} listen:19731 rcopy -p 19731 --
+  ${CMAKE_CURRENT_SOURCE_DIR}/rcopy_check.sh 127.0.0.1 19731 5000001)
+set_tests_properties(e2e_rcopy PROPERTIES
+  ENVIRONMENT "${E2E_ENV};EXPECT_CLIENT=copied 5000001 bytes intact;SERVER_RUNS_FOREVER=1"
+  LABELS "e2e;rdmacm" TIMEOUT 90)
+
 # An ordinary TCP echo program (tests/e2e/tcp_echo.c), unmodified, over
 # rsockets through Debian's librspreload.so.
 add_executable(tcp_echo ${CMAKE_CURRENT_SOURCE_DIR}/tcp_echo.c)
