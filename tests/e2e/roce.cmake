@@ -37,6 +37,12 @@ roce_netns_test(ib_write_bw_drop3 --drop 3 perftest ib_write_bw -n 50)
 roce_netns_test(ib_read_bw_drop3 --drop 3 perftest ib_read_bw -n 50)
 roce_netns_test(ib_send_bw_drop3 --drop 3 perftest ib_send_bw -n 50)
 roce_netns_test(ib_atomic_lat_drop3 --drop 3 perftest ib_atomic_lat -n 200)
+# The rest of the reliable tools under the same loss: the SRQ ping-pong (data
+# only, as rc_pingpong_drop3), the other latency tools, atomics in flight.
+roce_netns_test(srq_pingpong_drop3 --drop-data 3 pingpong ibv_srq_pingpong -n 200 -q 4 -s 10000 -c)
+foreach(tool send_lat write_lat read_lat atomic_bw)
+  roce_netns_test(ib_${tool}_drop3 --drop 3 perftest ib_${tool} -n 200)
+endforeach()
 roce_netns_test(rc_pingpong_netem --netem "loss 3% duplicate 1% reorder 25% delay 1ms" pingpong ibv_rc_pingpong -n 200 -c)
 # The same impairments without netem: 25% of the packets held back 1 ms
 # (reordered), 3% of the data dropped, 5% of the sends duplicated; every

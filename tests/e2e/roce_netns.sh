@@ -264,9 +264,13 @@ for ((p = 0; p < pairs; p++)); do
 done
 ((failed)) && exit 1
 if [[ -n $drop ]]; then
+  total=0
   for ns in "$a" "$b"; do
-    echo "$ns dropped: $(ip netns exec "$ns" nft list chain inet loss out | grep -o 'packets [0-9]*' | paste -sd ' ')"
+    counts=$(ip netns exec "$ns" nft list chain inet loss out | grep -o 'packets [0-9]*')
+    echo "$ns dropped: $(paste -sd ' ' <<<"$counts")"
+    for n in $(grep -o '[0-9]*' <<<"$counts"); do total=$((total + n)); done
   done
+  ((total > 0)) || { echo "the link dropped nothing: the run did not test recovery"; exit 1; }
 fi
 
 if [[ -n $impair ]]; then
