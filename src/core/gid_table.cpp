@@ -13,14 +13,19 @@
 #include <tuple>
 
 #include "core/device_attr.h"
+#include "net/roce_frame.h"
 #include "util/kernel_socket.h"
 
 namespace sv {
 
-bool gid_is_ipv4_mapped(const ibv_gid& gid) {
-  static const uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  return std::memcmp(gid.raw, kPrefix, 12) == 0;
-}
+namespace {
+
+// A RoCEv2 GID is an IPv6 address: the wire codec's address rules apply.
+const in6_addr& as_address(const ibv_gid& g) { return *reinterpret_cast<const in6_addr*>(g.raw); }
+
+}  // namespace
+
+bool gid_is_ipv4_mapped(const ibv_gid& gid) { return net::is_v4_mapped(as_address(gid)); }
 
 bool gid_equal(const ibv_gid& a, const ibv_gid& b) { return std::memcmp(a.raw, b.raw, 16) == 0; }
 
@@ -29,8 +34,10 @@ bool gid_is_zero(const ibv_gid& g) {
   return gid_equal(g, kZero);
 }
 
-bool gid_is_multicast(const ibv_gid& g) {
-  return g.raw[0] == 0xff || (gid_is_ipv4_mapped(g) && (g.raw[12] & 0xf0) == 0xe0);
+bool gid_is_multicast(const ibv_gid& g) { return net::is_multicast(as_address(g)); }
+
+bool gid_is_loopback(const ibv_gid& g) {
+  return (gid_is_ipv4_mapped(g) && g.raw[12] == 127) || IN6_IS_ADDR_LOOPBACK(&as_address(g));
 }
 
 std::string gid_to_string(const ibv_gid& gid) {

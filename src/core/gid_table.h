@@ -33,6 +33,8 @@ bool gid_equal(const ibv_gid& a, const ibv_gid& b);
 bool gid_is_zero(const ibv_gid& g);
 // IPv6 multicast (ff00::/8), or IPv4 multicast as ::ffff:224.0.0.0/4.
 bool gid_is_multicast(const ibv_gid& g);
+// A loopback address: ::1, or IPv4 127.0.0.0/8 as ::ffff:127.x.y.z.
+bool gid_is_loopback(const ibv_gid& g);
 std::string gid_to_string(const ibv_gid& gid);
 
 }  // namespace sv

@@ -1,7 +1,5 @@
 #include "transport/roce_socket.h"
 
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <netinet/ip.h>
 #include <netinet/udp.h>
 #include <sys/socket.h>
@@ -11,6 +9,7 @@
 #include <cstring>
 
 #include "core/device_attr.h"
+#include "core/gid_table.h"
 #include "net/roce_datagram.h"
 #include "net/roce_frame.h"
 #include "net/udp_sport.h"
@@ -136,20 +135,8 @@ unsigned interface_of(const in6_addr& addr) {
   if (last.read_ns && now - last.read_ns < 1'000'000'000 && std::memcmp(&last.addr, &addr, sizeof addr) == 0)
     return last.index;
   unsigned index = 0;
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) == 0) {
-    for (ifaddrs* ifa = list; ifa && !index; ifa = ifa->ifa_next) {
-      if (!ifa->ifa_addr) continue;
-      if (ifa->ifa_addr->sa_family == AF_INET && net::is_v4_mapped(addr)) {
-        if (std::memcmp(&reinterpret_cast<sockaddr_in*>(ifa->ifa_addr)->sin_addr, addr.s6_addr + 12, 4) == 0)
-          index = if_nametoindex(ifa->ifa_name);
-      } else if (ifa->ifa_addr->sa_family == AF_INET6) {
-        if (std::memcmp(&reinterpret_cast<sockaddr_in6*>(ifa->ifa_addr)->sin6_addr, &addr, sizeof addr) == 0)
-          index = if_nametoindex(ifa->ifa_name);
-      }
-    }
-    freeifaddrs(list);
-  }
+  for (const GidEntry& e : read_gid_table())  // (a GID is the address)
+    if (std::memcmp(e.gid.raw, &addr, sizeof addr) == 0) index = e.ifindex;
   last = Cached{addr, index, now};
   return index;
 }

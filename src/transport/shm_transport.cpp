@@ -1,7 +1,5 @@
 #include "transport/shm_transport.h"
 
-#include <cstring>
-
 #include "core/connection.h"
 #include "core/gid_table.h"
 #include "core/multicast.h"
@@ -14,15 +12,6 @@ namespace sv {
 ShmTransport::ShmTransport(shm::Host& host, Transport* wire)
     : host_(host), wire_(wire), capture_(roce::Capture::get().enabled()) {}
 
-namespace {
-
-// A loopback address (127.0.0.0/8, ::1) names no link a group could be on.
-bool is_loopback_gid(const ibv_gid& g) {
-  static constexpr uint8_t kV6Loopback[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-  return (gid_is_ipv4_mapped(g) && g.raw[12] == 127) || std::memcmp(g.raw, kV6Loopback, 16) == 0;
-}
-
-}  // namespace
 
 Response ShmTransport::deliver(const Message& m) {
   if (__builtin_expect(capture_, 0)) return deliver_captured(m);
@@ -43,9 +32,10 @@ Response ShmTransport::deliver_captured(const Message& m) {
 // too, when it is attached: multicast loopback is on by default, unless the
 // sender was created with IBV_QP_CREATE_BLOCK_SELF_MCAST_LB); members on
 // other hosts get the one RoCEv2 packet sent to the group's IP address on
-// the link of the source GID.
+// the link of the source GID (a loopback address names no link a group
+// could be on).
 Response ShmTransport::deliver_to_group(const Message& m) {
-  if (wire_ && !is_loopback_gid(m.dst->sgid)) wire_->deliver(m);
+  if (wire_ && !gid_is_loopback(m.dst->sgid)) wire_->deliver(m);
   for (uint32_t qpn : mcast_members(*host_.registry().header(), m.dst->dgid)) {
     if (m.block_self_mcast && qpn == m.src_qpn) continue;
     Message copy = m;

@@ -19,11 +19,8 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-ip netns add "$a" 2>/dev/null && ip netns add "$b" || { echo "cannot create network namespaces"; exit 77; }
-ip link add "$va" type veth peer name "$vb" && ip link set "$va" netns "$a" && ip link set "$vb" netns "$b" &&
-  ip -n "$a" addr add 10.95.0.1/24 dev "$va" && ip -n "$b" addr add 10.95.0.2/24 dev "$vb" &&
-  ip -n "$a" link set lo up && ip -n "$b" link set lo up &&
-  ip -n "$a" link set "$va" up && ip -n "$b" link set "$vb" up || { echo "cannot set up the veth link"; exit 1; }
+. "$(dirname "$0")/two_hosts.sh"
+make_two_hosts 10.95.0 || exit
 
 group=239.95.0.1 n=25
 # round EXPECTED: starts the three receivers (expecting EXPECTED messages

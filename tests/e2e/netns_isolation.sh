@@ -10,11 +10,8 @@ set -u
 a=niA$$ b=niB$$ va=nia$$ vb=nib$$
 cleanup() { ip netns del "$a" 2>/dev/null; ip netns del "$b" 2>/dev/null; }
 trap cleanup EXIT
-ip netns add "$a" 2>/dev/null && ip netns add "$b" || { echo "cannot create network namespaces"; exit 77; }
-ip link add "$va" type veth peer name "$vb" && ip link set "$va" netns "$a" && ip link set "$vb" netns "$b" &&
-  ip -n "$a" addr add 10.94.0.1/24 dev "$va" && ip -n "$b" addr add 10.94.0.2/24 dev "$vb" &&
-  ip -n "$a" link set lo up && ip -n "$b" link set lo up &&
-  ip -n "$a" link set "$va" up && ip -n "$b" link set "$vb" up || { echo "cannot set up the veth link"; exit 1; }
+. "$(dirname "$0")/two_hosts.sh"
+make_two_hosts 10.94.0 || exit
 ip netns exec "$a" timeout 8 ibv_ud_pingpong -g 0 -n 5 >/dev/null 2>&1 &
 server=$!
 sleep 0.5

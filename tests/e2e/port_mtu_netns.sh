@@ -17,7 +17,6 @@
 set -u
 tool=$1
 a=sv-mtu-a-$$ b=sv-mtu-b-$$ va=sv-mva$$ vb=sv-mvb$$
-ip netns add "$a" 2>/dev/null || { echo "cannot create network namespaces: skipped"; exit 77; }
 out=$(mktemp -d)
 watcher=
 cleanup() {
@@ -28,11 +27,8 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-ip netns add "$b" || exit 1
-ip link add "$va" netns "$a" type veth peer name "$vb" netns "$b" &&
-  ip -n "$a" addr add 10.97.0.1/24 dev "$va" && ip -n "$b" addr add 10.97.0.2/24 dev "$vb" &&
-  ip -n "$a" link set "$va" up && ip -n "$b" link set "$vb" up &&
-  ip -n "$a" link set lo up && ip -n "$b" link set lo up || fail "cannot set up the veth link"
+. "$(dirname "$0")/two_hosts.sh"
+make_two_hosts 10.97.0 || exit
 
 devinfo_mtu() {  # "active max" as ibv_devinfo prints them in namespace $1, e.g. "1024 (3) 4096 (5)"
   local v

@@ -21,7 +21,6 @@
 set -u
 tool=$1
 a=sv-buf-a-$$ b=sv-buf-b-$$ va=sv-bva$$ vb=sv-bvb$$
-ip netns add "$a" 2>/dev/null || { echo "cannot create network namespaces: skipped"; exit 77; }
 work=$(mktemp -d)
 cleanup() {
   ip netns del "$a" 2>/dev/null
@@ -30,11 +29,8 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-ip netns add "$b" || exit 1
-ip link add "$va" netns "$a" type veth peer name "$vb" netns "$b" &&
-  ip -n "$a" addr add 10.98.0.1/24 dev "$va" && ip -n "$b" addr add 10.98.0.2/24 dev "$vb" &&
-  ip -n "$a" link set "$va" up && ip -n "$b" link set "$vb" up &&
-  ip -n "$a" link set lo up && ip -n "$b" link set lo up || fail "cannot set up the veth link"
+. "$(dirname "$0")/two_hosts.sh"
+make_two_hosts 10.98.0 || exit
 gid_of() {  # the GID index of IPv4 address $2 in namespace $1
   ip netns exec "$1" ibv_devinfo -v | sed -nE "s/^[[:space:]]*GID\[ *([0-9]+)\]:[[:space:]]+::ffff:${2//./\\.},.*/\1/p" | head -1
 }
