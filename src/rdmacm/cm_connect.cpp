@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -147,8 +148,10 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_connect(struct rdma_cm_id* cm_id,
     id->responder_resources = param && param->responder_resources != kMaxDepth
                                   ? param->responder_resources
                                   : dev->max_responder_resources;
-    id->retry_count = param ? param->retry_count : 7;
-    id->rnr_retry_count = param ? param->rnr_retry_count : 7;
+    // 3-bit fields of the REQ: the kernel's rdma_cm takes min(7, value),
+    // so 15 (libfabric's verbs provider asks for it) means 7.
+    id->retry_count = param ? std::min<uint8_t>(param->retry_count, 7) : 7;
+    id->rnr_retry_count = param ? std::min<uint8_t>(param->rnr_retry_count, 7) : 7;
     id->psn = random_psn();
 
     WireMessage msg = message_from(id, is_ud(id) ? MessageType::SidrReq : MessageType::Req);
@@ -158,7 +161,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_connect(struct rdma_cm_id* cm_id,
     msg.initiator_depth = id->initiator_depth;
     msg.flow_control = param ? param->flow_control : 0;
     msg.retry_count = id->retry_count;
-    msg.rnr_retry_count = id->rnr_retry_count & 7;
+    msg.rnr_retry_count = id->rnr_retry_count;
     if (!id->connect_data.empty())
       std::memcpy(msg.private_data, id->connect_data.data(), id->connect_data.size());
     if (user_len) std::memcpy(msg.private_data + id->connect_data.size(), param->private_data, user_len);
@@ -219,7 +222,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_accept(struct rdma_cm_id* cm_id,
     msg.responder_resources = id->responder_resources;
     msg.initiator_depth = id->initiator_depth;
     msg.flow_control = param ? param->flow_control : 0;
-    msg.rnr_retry_count = param ? (param->rnr_retry_count & 7) : 7;
+    msg.rnr_retry_count = param ? std::min<uint8_t>(param->rnr_retry_count, 7) : 7;
     if (param) set_private_data(msg, param->private_data, user_len);
     if (send_message(id, msg) != 0) {
       move_qp_to_error(id);

@@ -141,6 +141,10 @@ Device* first_device() {
   return &devices.front();
 }
 
+int device_count() { return static_cast<int>(table().size()); }
+
+ibv_context* device_context(int index) { return table().at(static_cast<std::size_t>(index)).context; }
+
 Device* device_of(ibv_context* context) {
   for (Device& dev : table())
     if (dev.context == context) return &dev;

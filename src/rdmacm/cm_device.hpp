@@ -51,6 +51,11 @@ ibv_xrcd* default_xrcd(Device* device);
 // Any device (the first), for ids bound to a wildcard address that need one.
 Device* first_device();
 
+// How many devices the table holds, and the context of each: what
+// rdma_get_devices hands out (contexts that live as long as the library).
+int device_count();
+ibv_context* device_context(int index);
+
 // The device an ibv_context belongs to, or nullptr.
 Device* device_of(ibv_context* context);
 

@@ -126,12 +126,22 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_migrate_id(struct rdma_cm_id* cm_id,
   return guarded(-1, [&] {
     CmLock lock(cm_mutex());
     Id* id = id_of(cm_id);
+    // A synchronous id already has a channel of its own (rdma-core: EINVAL).
+    if (id->sync && !channel) return fail(EINVAL);
     Channel* to = channel ? channel_of(channel) : channel_create();
     if (!to) return -1;
     Channel* from = channel_of(id->pub.channel);
     if (to == from) return 0;
     watch_move(id, from, to);
     const bool was_sync = id->sync;
+    // The last event of a synchronous id is kept in id->event until the
+    // next call (complete_sync); leaving synchronous mode acks it, as
+    // rdma-core does, or the wait below would never end (libfabric's verbs
+    // provider migrates the id of rdma_create_ep to its own channel).
+    if (was_sync && id->pub.event) {
+      rdma_ack_cm_event(id->pub.event);
+      id->pub.event = nullptr;
+    }
     id->pub.channel = &to->pub;
     id->sync = channel == nullptr;
     wait_for_acks(id, lock);

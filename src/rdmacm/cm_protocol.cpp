@@ -96,8 +96,8 @@ Id* on_request(Id* listener, int fd, const WireMessage& msg) {
   // Until accept says otherwise, offer what the peer asked for.
   child->responder_resources = msg.initiator_depth;
   child->initiator_depth = msg.responder_resources;
-  child->retry_count = msg.retry_count;
-  child->rnr_retry_count = msg.rnr_retry_count;
+  child->retry_count = std::min<uint8_t>(msg.retry_count, 7);  // 3 bits on the wire
+  child->rnr_retry_count = std::min<uint8_t>(msg.rnr_retry_count, 7);
   child->psn = random_psn();
   child->state = IdState::RequestReceived;
   fill_route(child);
@@ -137,7 +137,7 @@ void on_reply(Id* id, const WireMessage& msg) {
   learn_peer(id, msg);
   id->responder_resources = msg.initiator_depth;
   id->initiator_depth = msg.responder_resources;
-  id->rnr_retry_count = msg.rnr_retry_count;
+  id->rnr_retry_count = std::min<uint8_t>(msg.rnr_retry_count, 7);
   if (!id->pub.qp) {
     id->state = IdState::ResponseReceived;
     Event* ev = queue_event(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);

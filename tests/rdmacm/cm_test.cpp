@@ -16,6 +16,7 @@
 #include <thread>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "sanitizers.h"
 
@@ -216,6 +217,49 @@ TEST(CmConnect, ConnectAcceptExchangeAndDisconnect) {
   ibv_dereg_mr(mr);
   rdma_destroy_qp(child);
   EXPECT_EQ(rdma_destroy_id(child), 0);
+}
+
+// retry_count and rnr_retry_count are 3-bit fields of the REQ/REP: the
+// kernel's rdma_cm takes min(7, value). libfabric's verbs provider asks for
+// retry_count 15; the server's QP must still reach RTS (fi_accept failed
+// with EINVAL when 15 reached ibv_modify_qp).
+TEST(CmConnect, RetryCountsAboveSevenMeanSeven) {
+  Listener listener;
+  Client client(listener.port);
+  ibv_qp_init_attr attr = small_qp();
+  ASSERT_EQ(rdma_create_qp(client.id, nullptr, &attr), 0);
+  rdma_conn_param param{};
+  param.responder_resources = 1;
+  param.initiator_depth = 1;
+  param.retry_count = 15;
+  param.rnr_retry_count = 8;
+  ASSERT_EQ(rdma_connect(client.id, &param), 0) << strerror(errno);
+  rdma_cm_event* req = expect_event(listener.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_NE(req, nullptr);
+  EXPECT_EQ(req->param.conn.retry_count, 7);
+  EXPECT_EQ(req->param.conn.rnr_retry_count, 7);
+  rdma_cm_id* child = req->id;
+  rdma_ack_cm_event(req);
+  ibv_qp_init_attr child_attr = small_qp();
+  ASSERT_EQ(rdma_create_qp(child, nullptr, &child_attr), 0);
+  rdma_conn_param accept{};
+  accept.responder_resources = 1;
+  accept.initiator_depth = 1;
+  accept.rnr_retry_count = 255;
+  ASSERT_EQ(rdma_accept(child, &accept), 0) << strerror(errno);
+  ack_expected(client.ch, RDMA_CM_EVENT_ESTABLISHED);
+  ack_expected(listener.ch, RDMA_CM_EVENT_ESTABLISHED);
+  for (ibv_qp* qp : {client.id->qp, child->qp}) {
+    ibv_qp_attr got{};
+    ibv_qp_init_attr init{};
+    ASSERT_EQ(ibv_query_qp(qp, &got, IBV_QP_STATE | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY, &init), 0);
+    EXPECT_EQ(got.qp_state, IBV_QPS_RTS);
+    EXPECT_EQ(got.retry_cnt, 7);
+    EXPECT_EQ(got.rnr_retry, 7);
+  }
+  rdma_disconnect(client.id);
+  rdma_destroy_qp(child);
+  rdma_destroy_id(child);
 }
 
 TEST(CmConnect, RejectCarriesReasonAndPrivateData) {
@@ -476,6 +520,41 @@ TEST(CmId, MigrateMovesQueuedEvents) {
   rdma_destroy_event_channel(b);
 }
 
+// A synchronous id (created without a channel) keeps its last event until
+// the next call; migrating it to a channel acks that event, as rdma-core
+// does, instead of waiting for the user to ack an event it never saw
+// (libfabric's verbs provider resolves with rdma_create_ep, then migrates:
+// fi_pingpong -e msg hung here).
+TEST(CmId, MigratingASynchronousIdDoesNotWaitForItsOwnEvent) {
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(nullptr, &id, nullptr, RDMA_PS_TCP), 0);
+  EXPECT_EQ(rdma_migrate_id(id, nullptr), -1) << "a synchronous id already has its own channel";
+  EXPECT_EQ(errno, EINVAL);
+  sockaddr_in dst = loopback(7175);
+  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0) << strerror(errno);
+  ASSERT_NE(id->event, nullptr) << "a synchronous call leaves its event in id->event";
+  rdma_event_channel* ch = rdma_create_event_channel();
+  std::atomic<bool> returned{false};
+  std::thread migrate([&] {
+    EXPECT_EQ(rdma_migrate_id(id, ch), 0) << strerror(errno);
+    returned = true;
+  });
+  for (int i = 0; i < 200 && !returned; ++i) usleep(10000);
+  EXPECT_TRUE(returned) << "rdma_migrate_id waited for an event the user never retrieved";
+  if (!returned) {
+    rdma_ack_cm_event(id->event);  // lets the thread end so the test can
+    id->event = nullptr;
+  }
+  migrate.join();
+  EXPECT_EQ(id->channel, ch);
+  EXPECT_EQ(id->event, nullptr);
+  // The id is asynchronous now: its next event comes on the channel.
+  ASSERT_EQ(rdma_resolve_route(id, 2000), 0) << strerror(errno);
+  ack_expected(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  rdma_destroy_id(id);
+  rdma_destroy_event_channel(ch);
+}
+
 TEST(CmId, BindConflictsAndBadPortSpace) {
   Listener listener;
   rdma_cm_id* id = nullptr;
@@ -615,3 +694,40 @@ TEST(CmEndpoint, SynchronousCreateEpGetRequestAcceptConnect) {
 }
 
 }  // namespace
+
+// rdma_get_devices hands out the library's own contexts, as rdma-core does:
+// they stay open after rdma_free_devices (which frees the array only) and
+// are the contexts ids bind to. libfabric's verbs provider frees the array
+// and goes on registering memory on them (it was killed by SIGSEGV in
+// ibv_reg_mr_iova2 when the array owned its contexts).
+TEST(CmDevices, ContextsOutliveTheArrayAndAreTheIdsOwn) {
+  int count = -1;
+  ibv_context** list = rdma_get_devices(&count);
+  ASSERT_NE(list, nullptr) << strerror(errno);
+  ASSERT_GE(count, 1);
+  EXPECT_EQ(list[count], nullptr);
+  ibv_context* context = list[0];
+  rdma_free_devices(list);
+
+  ibv_pd* pd = ibv_alloc_pd(context);
+  ASSERT_NE(pd, nullptr) << strerror(errno);
+  std::vector<char> buffer(4096);
+  ibv_mr* mr = ibv_reg_mr(pd, buffer.data(), buffer.size(), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr) << strerror(errno);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+
+  ibv_context** again = rdma_get_devices(nullptr);
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again[0], context) << "a second call must give the same contexts";
+  rdma_free_devices(again);
+
+  rdma_event_channel* ch = rdma_create_event_channel();
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in addr = loopback(next_port++);
+  ASSERT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&addr)), 0) << strerror(errno);
+  EXPECT_EQ(id->verbs, context) << "a bound id uses the context rdma_get_devices gave";
+  rdma_destroy_id(id);
+  rdma_destroy_event_channel(ch);
+}
