@@ -25,4 +25,15 @@ struct ParsedGrh {
 // false (errno EPROTONOSUPPORT) when the header is neither IPv4 nor IPv6.
 bool parse_grh(const uint8_t in[kGrhBytes], ParsedGrh* out);
 
+// What a receive completion's `sl` holds on a RoCE port. A RoCE packet
+// carries no service level (priority travels in the VLAN tag or DSCP), and
+// mlx5 reports the packet's L3 header type in that field instead: 2 for
+// IPv4, 1 for IPv6 (0 would be RoCEv1's GRH). Middleware reads it: UCX's UD
+// transport takes the receiver's address from the last 4 bytes of the GRH
+// when `(sl & 7) == 2` and from the last 16 otherwise, and drops every
+// datagram whose address is not one of its GIDs.
+inline constexpr uint8_t kRoceL3Ipv6 = 1;
+inline constexpr uint8_t kRoceL3Ipv4 = 2;
+uint8_t roce_l3_header_type(const ibv_gid& sgid, const ibv_gid& dgid);
+
 }  // namespace sv

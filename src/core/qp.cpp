@@ -506,13 +506,18 @@ int destroy_qp(Qp* qp) {
 }
 
 void enter_error_locked(Qp* qp) {
+  const bool already = qp->state() == IBV_QPS_ERR;
   set_state(qp, IBV_QPS_ERR);
   qp->resume_at_ns = 0;
   flush_send_queue_locked(qp);
   flush_recv_queue(qp);
   // A QP of an SRQ takes no more WQEs from it: tell the owner it may now
   // destroy the QP without losing receives (IBV_EVENT_QP_LAST_WQE_REACHED).
-  if (qp->srq_obj) raise_async_local(qp->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, shm::kAsyncQp, qp->qp_base.qp_num);
+  // Once per entry into ERR, as a device raises it: moving a QP that a
+  // peer's error already put in ERR to ERR again (UCX does, before it waits
+  // for this event) raises nothing new; UCX asserts on a second one.
+  if (qp->srq_obj && !already)
+    raise_async_local(qp->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, shm::kAsyncQp, qp->qp_base.qp_num);
 }
 
 void enter_send_queue_error_locked(Qp* qp) {

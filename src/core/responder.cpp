@@ -148,7 +148,7 @@ shm::CqeFields receive_cqe(const shm::QpShared& t, const Message& m, const RecvW
   c.status = IBV_WC_SUCCESS;
   c.qp_num = t.qpn;
   c.src_qp = m.src_qpn;
-  c.sl = m.dst->sl;
+  c.sl = roce_l3_header_type(m.dst->sgid, m.dst->dgid);  // as mlx5 (grh.h)
   c.solicited = m.solicited;
   if (m.opcode == IBV_WR_SEND_WITH_IMM || m.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
     c.wc_flags |= IBV_WC_WITH_IMM;

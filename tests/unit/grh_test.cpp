@@ -65,6 +65,14 @@ TEST(Grh, Ipv6Header) {
   EXPECT_EQ(p.traffic_class, 0x10);
 }
 
+// mlx5's convention for a RoCE completion's sl (the CQE's L3 header type),
+// which UCX relies on: IPv4 when both GIDs are IPv4-mapped, else IPv6.
+TEST(Grh, RoceL3HeaderTypeAsMlx5ReportsIt) {
+  EXPECT_EQ(roce_l3_header_type(v4("10.1.2.3"), v4("10.1.2.4")), 2);
+  EXPECT_EQ(roce_l3_header_type(v6("fd00::2"), v6("fd00::3")), 1);
+  EXPECT_EQ(roce_l3_header_type(v6("::1"), v6("::1")), 1);
+}
+
 TEST(Grh, RejectsGarbage) {
   uint8_t grh[kGrhBytes] = {};
   ParsedGrh p;

@@ -89,6 +89,18 @@ TEST(AsyncEvents, LastWqeReachedWhenASrqQpEntersError) {
     Event e = next_event(dev.ctx);
     EXPECT_EQ(e.type, IBV_EVENT_QP_LAST_WQE_REACHED);
     EXPECT_EQ(e.qp, p.b);
+    // ERR -> ERR is a legal transition and no new entry into ERR: UCX moves
+    // a QP that a peer's disconnect already errored to ERR again, then
+    // waits for this event, and aborts (an assertion) if it comes twice.
+    ASSERT_EQ(ibv_modify_qp(p.b, &a, IBV_QP_STATE), 0);
+    EXPECT_EQ(next_event(dev.ctx, 100).type, -1) << "raised again for ERR -> ERR";
+    // Brought back up, the QP may enter ERR again, and the event comes again.
+    a.qp_state = IBV_QPS_RESET;
+    ASSERT_EQ(ibv_modify_qp(p.b, &a, IBV_QP_STATE), 0);
+    ASSERT_EQ(to_init(p.b), 0);
+    a.qp_state = IBV_QPS_ERR;
+    ASSERT_EQ(ibv_modify_qp(p.b, &a, IBV_QP_STATE), 0);
+    EXPECT_EQ(next_event(dev.ctx).type, IBV_EVENT_QP_LAST_WQE_REACHED);
   }
   ibv_destroy_srq(srq);
 }

@@ -220,6 +220,11 @@ TEST(Ud, ReceiveStartsWithGrhAndAhFromWcReachesTheSender) {
   EXPECT_EQ(r[0].byte_len, 100u + kGrh);
   EXPECT_EQ(r[0].src_qp, p.a->qp_num);
   EXPECT_TRUE(has_pattern(dst.bytes.data() + kGrh, 100, 5));
+  // On a RoCE port the completion's sl holds the packet's L3 header type as
+  // mlx5 reports it (2: IPv4). UCX's UD transport reads the destination
+  // from the last 4 bytes of the GRH only then; otherwise it compares the
+  // last 16 with its GIDs and drops the datagram (ud_verbs never delivered).
+  EXPECT_EQ(r[0].sl & 7, 2) << "IPv4 RoCEv2 packet";
 
   // RoCEv2 over IPv4: 20 unused bytes, then the IPv4 header.
   const uint8_t* h = dst.bytes.data();
