@@ -84,8 +84,13 @@ std::vector<GidEntry> read_gid_table() {
   }
   if (fd >= 0) close(fd);
   freeifaddrs(list);
+  // Loopback last: a NIC's table holds its link's addresses only, and
+  // middleware takes the first GID of the kind it prefers as the one to
+  // give its peers (UCX: the first RoCEv2 IPv4 GID; libfabric's datagram
+  // endpoints and Open MPI: GID 0). With 127.0.0.1 first, peers on other
+  // hosts were handed an address that means themselves.
   auto key = [](const GidEntry& e) {
-    return std::make_tuple(e.ifindex, !gid_is_ipv4_mapped(e.gid),
+    return std::make_tuple(e.loopback, e.ifindex, !gid_is_ipv4_mapped(e.gid),
                            std::string(reinterpret_cast<const char*>(e.gid.raw), 16));
   };
   std::sort(out.begin(), out.end(), [&](const GidEntry& a, const GidEntry& b) { return key(a) < key(b); });

@@ -1,7 +1,10 @@
 // The port's GID table, built from the addresses of the host's (or network
 // namespace's) interfaces: RoCEv2 GIDs only, IPv4 as ::ffff:a.b.c.d.
-// Order: interface index, then IPv4 before IPv6, then address, so
-// ::ffff:127.0.0.1 (lo, ifindex 1) comes first on an ordinary host.
+// Order: interfaces other than loopback first, then by interface index,
+// IPv4 before IPv6, address; so GID 0 is the first IPv4 address of the
+// first real interface (UCX, libfabric and Open MPI hand GID 0, or the
+// first RoCEv2 IPv4 GID, to their peers), and ::ffff:127.0.0.1 comes first
+// only where loopback is the only interface up.
 #pragma once
 
 #include <infiniband/verbs.h>

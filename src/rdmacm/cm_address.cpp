@@ -130,7 +130,13 @@ int bind_id(Id* id, const sockaddr* addr) {
   if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) return fail(EAFNOSUPPORT);
   Device* device = nullptr;
   int gid_index = 0;
-  if (!address_is_any(addr) && !find_device(addr, &device, &gid_index)) return -1;
+  // A loopback address binds without a device, as a wildcard does (the
+  // classic rdma_cm: rdma_bind_addr succeeds and id->verbs stays NULL);
+  // resolving or an incoming request attaches one. libfabric's verbs
+  // provider relies on it: with no address given it binds "localhost", and
+  // only a NULL id->verbs makes it advertise the device's own addresses
+  // instead of 127.0.0.1, which peers on other hosts cannot reach.
+  if (!address_is_any(addr) && !is_loopback(addr) && !find_device(addr, &device, &gid_index)) return -1;
 
   sockaddr_storage local{};
   std::memcpy(&local, addr, address_length(addr));
@@ -218,11 +224,12 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_resolve_addr(struct rdma_cm_id* cm_i
       if (bind_id(id, reinterpret_cast<sockaddr*>(&src)) != 0) return -1;
     }
     if (!id->device) {
-      // Bound to a wildcard: the route picks the device.
-      sockaddr_storage src{};
+      // Bound to a wildcard: the route picks the device; to a loopback
+      // address: that address does.
+      sockaddr_storage src = id->pub.route.addr.src_storage;
       Device* device = nullptr;
       int gid_index = 0;
-      if (route_source(dst_addr, &src) != 0) return -1;
+      if (address_is_any(reinterpret_cast<sockaddr*>(&src)) && route_source(dst_addr, &src) != 0) return -1;
       if (!find_device(reinterpret_cast<sockaddr*>(&src), &device, &gid_index)) return -1;
       id->device = device;
       id->gid_index = gid_index;

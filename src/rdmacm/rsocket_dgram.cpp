@@ -101,7 +101,7 @@ struct Dest {
   ibv_gid gid{};
   // Our GID toward this peer: the one of `self` (or of the address its
   // datagrams came to), as rdma-core's rsockets sends from the GID of the
-  // address it is bound to. Not a fixed index: GID 0 is the loopback
+  // address it is bound to. Not a fixed index: one may be a loopback
   // address, which names this host only.
   ibv_gid sgid{};
   int sgid_index = -1;  // -1: not known yet

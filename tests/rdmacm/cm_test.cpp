@@ -53,6 +53,16 @@ void ack_expected(rdma_event_channel* ch, rdma_cm_event_type expected) {
   if (rdma_cm_event* ev = expect_event(ch, expected)) rdma_ack_cm_event(ev);
 }
 
+// Gives `id` a device as a client's id gets one: its address resolved
+// towards 127.0.0.1 (binding to 127.0.0.1 alone attaches none, as the
+// classic rdma_cm; CmBind.LoopbackBindsWithoutADevice).
+void attach_device(rdma_event_channel* ch, rdma_cm_id* id) {
+  sockaddr_in dst = loopback(7);
+  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0) << strerror(errno);
+  ack_expected(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
+  ASSERT_NE(id->verbs, nullptr);
+}
+
 struct Listener {
   rdma_event_channel* ch = rdma_create_event_channel();
   rdma_cm_id* id = nullptr;
@@ -342,8 +352,7 @@ TEST(CmCreateQp, NeedsABoundIdAndCleansUpOnError) {
   ibv_qp_init_attr attr = small_qp();
   EXPECT_EQ(rdma_create_qp(id, nullptr, &attr), -1);  // not bound to a device
   EXPECT_EQ(errno, EINVAL);
-  sockaddr_in addr = loopback(0);
-  ASSERT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&addr)), 0);
+  attach_device(ch, id);
   attr.cap.max_send_wr = 1u << 30;  // more than the device has
   EXPECT_EQ(rdma_create_qp(id, nullptr, &attr), -1);
   EXPECT_EQ(id->qp, nullptr);
@@ -368,8 +377,7 @@ TEST(CmCreateQp, SrqOfTheIdIsUsedByItsQp) {
   rdma_event_channel* ch = rdma_create_event_channel();
   rdma_cm_id* id = nullptr;
   ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
-  sockaddr_in addr = loopback(0);
-  ASSERT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&addr)), 0);
+  attach_device(ch, id);
   ibv_srq_init_attr srq_attr{};
   srq_attr.attr.max_wr = 8;
   srq_attr.attr.max_sge = 1;
@@ -392,8 +400,7 @@ TEST(CmCreateQp, XrcSrqGetsTheDevicesDomainAndAReceiveCq) {
   ASSERT_NE(ch, nullptr);
   rdma_cm_id* id = nullptr;
   ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
-  sockaddr_in addr = loopback(0);
-  ASSERT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&addr)), 0);
+  attach_device(ch, id);
   ibv_srq_init_attr_ex xrc{};
   xrc.comp_mask = IBV_SRQ_INIT_ATTR_TYPE;
   xrc.srq_type = IBV_SRQT_XRC;
@@ -725,9 +732,55 @@ TEST(CmDevices, ContextsOutliveTheArrayAndAreTheIdsOwn) {
   rdma_event_channel* ch = rdma_create_event_channel();
   rdma_cm_id* id = nullptr;
   ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
-  sockaddr_in addr = loopback(next_port++);
-  ASSERT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&addr)), 0) << strerror(errno);
-  EXPECT_EQ(id->verbs, context) << "a bound id uses the context rdma_get_devices gave";
+  attach_device(ch, id);
+  EXPECT_EQ(id->verbs, context) << "an id's device is the context rdma_get_devices gave";
+  rdma_destroy_id(id);
+  rdma_destroy_event_channel(ch);
+}
+
+// Binding to a loopback address succeeds without a device, as the classic
+// rdma_cm does (id->verbs NULL; a modern kernel refuses with ENODEV, and
+// nothing can rely on a device there). libfabric's verbs provider binds
+// "localhost" when given no address and advertises the device's own
+// addresses only when id->verbs is NULL; with 127.0.0.1 advertised, MPI over
+// verbs;ofi_rxm between two hosts hung. A listener there still accepts
+// (each request's id gets the device), and resolving from it takes the
+// loopback address's GID.
+TEST(CmBind, LoopbackBindsWithoutADevice) {
+  Listener listener;
+  EXPECT_EQ(listener.id->verbs, nullptr);
+  Client client(listener.port);
+  ASSERT_NE(client.id->verbs, nullptr);
+  ibv_qp_init_attr attr = small_qp();
+  ASSERT_EQ(rdma_create_qp(client.id, nullptr, &attr), 0);
+  rdma_conn_param param{};
+  param.responder_resources = param.initiator_depth = 1;
+  ASSERT_EQ(rdma_connect(client.id, &param), 0);
+  rdma_cm_event* req = expect_event(listener.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_NE(req, nullptr);
+  EXPECT_EQ(req->id->verbs, client.id->verbs) << "the request's id has the device";
+  rdma_cm_id* child = req->id;
+  rdma_reject(child, nullptr, 0);
+  rdma_ack_cm_event(req);
+  rdma_destroy_id(child);
+  ack_expected(client.ch, RDMA_CM_EVENT_REJECTED);
+
+  rdma_event_channel* ch = rdma_create_event_channel();
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in src = loopback(0);
+  ASSERT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&src)), 0);
+  EXPECT_EQ(id->verbs, nullptr);
+  EXPECT_EQ(rdma_create_qp(id, nullptr, &attr), -1) << "no device yet";
+  sockaddr_in dst = loopback(7);
+  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0);
+  ack_expected(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
+  ASSERT_NE(id->verbs, nullptr);
+  ibv_gid want{};
+  want.raw[10] = want.raw[11] = 0xff;
+  want.raw[12] = 127;
+  want.raw[15] = 1;
+  EXPECT_EQ(std::memcmp(id->route.addr.addr.ibaddr.sgid.raw, want.raw, 16), 0) << "the bound address's GID";
   rdma_destroy_id(id);
   rdma_destroy_event_channel(ch);
 }
