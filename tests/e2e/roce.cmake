@@ -33,9 +33,9 @@ foreach(tool send_lat write_lat read_lat atomic_lat send_bw write_bw read_bw ato
   roce_netns_test(ib_${tool} perftest ib_${tool} -n 200)
 endforeach()
 roce_netns_test(rc_pingpong_drop3 --drop-data 3 pingpong ibv_rc_pingpong -n 200 -s 10000 -c)
-roce_netns_test(ib_write_bw_drop3 --drop 3 perftest ib_write_bw -n 50)
-roce_netns_test(ib_read_bw_drop3 --drop 3 perftest ib_read_bw -n 50)
-roce_netns_test(ib_send_bw_drop3 --drop 3 perftest ib_send_bw -n 50)
+roce_netns_test(ib_write_bw_drop3 --drop 3 perftest ib_write_bw -n 300)
+roce_netns_test(ib_read_bw_drop3 --drop 3 perftest ib_read_bw -n 300)
+roce_netns_test(ib_send_bw_drop3 --drop 3 perftest ib_send_bw -n 300)
 roce_netns_test(ib_atomic_lat_drop3 --drop 3 perftest ib_atomic_lat -n 200)
 # The rest of the reliable tools under the same loss: the SRQ ping-pong (data
 # only, as rc_pingpong_drop3), the other latency tools, atomics in flight.
