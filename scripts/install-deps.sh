@@ -17,7 +17,9 @@ packages=(
   iptables libnetfilter-queue-dev       # reordering and delay on them (tests/e2e/impair_queue.c, NFQUEUE)
   ethtool                               # captured test links cut UDP GSO sends before the capture sees them
   tshark                                # decodes our CM MADs independently (e2e_ibcm_tshark)
-  ucx-utils libfabric-bin gnuplot-nox  # peers the benchmarks compare against, plots
+  ucx-utils libfabric-bin gnuplot-nox  # peers the benchmarks compare against, plots; middleware under test
+  openmpi-bin libopenmpi-dev mpich libmpich-dev  # MPI over softverbs (tests/middleware), mpicc for our MPI programs
+  netpipe-openmpi netpipe-mpich2        # an MPI program nobody here wrote (NetPIPE), unmodified
   iperf3 qperf sockperf                 # the kernel's TCP and UDP on the RoCE benchmark's link
   qemu-system-x86 busybox-static cpio kmod  # a qemu guest running Linux rxe, the interop peer (e2e_rxe_*, tests/e2e/rxe_guest.sh)
 )

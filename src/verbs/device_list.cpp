@@ -13,6 +13,7 @@
 #include "util/knobs.h"
 #include "verbs/abi.h"
 #include "verbs/device.h"
+#include "verbs/sysfs_view.h"
 
 namespace sv::abi {
 namespace {
@@ -32,8 +33,10 @@ ibv_device* the_device() {
     d.transport_type = IBV_TRANSPORT_IB;
     std::snprintf(d.name, sizeof d.name, "%s", knobs().device_name.c_str());
     std::snprintf(d.dev_name, sizeof d.dev_name, "uverbs0");
-    std::snprintf(d.dev_path, sizeof d.dev_path, "/sys/class/infiniband_verbs/uverbs0");
-    std::snprintf(d.ibdev_path, sizeof d.ibdev_path, "/sys/class/infiniband/%s", d.name);
+    // As rdma-core: under the sysfs root the library reports (sysfs_view.h).
+    const char* sysfs = sysfs_root().c_str();
+    std::snprintf(d.dev_path, sizeof d.dev_path, "%s/class/infiniband_verbs/uverbs0", sysfs);
+    std::snprintf(d.ibdev_path, sizeof d.ibdev_path, "%s/class/infiniband/%s", sysfs, d.name);
     h->ops = &kOps;
     h->refcount = 1;
     return h;
@@ -46,6 +49,9 @@ ibv_device* the_device() {
 using namespace sv;
 
 SV_EXPORT_1_1(ibv_get_device_list) ibv_device** sv_ibv_get_device_list(int* num_devices) {
+  // Taking the device list is when programs look at sysfs: bring the view's
+  // GID files up to date with the host's addresses, as the kernel keeps them.
+  abi::refresh_sysfs_view();
   auto** list = static_cast<ibv_device**>(std::calloc(2, sizeof(ibv_device*)));
   if (!list) return abi::fail_ptr<ibv_device*>(ENOMEM);
   list[0] = abi::the_device();

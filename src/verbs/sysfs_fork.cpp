@@ -8,11 +8,12 @@
 
 #include "util/bits.h"
 #include "verbs/abi.h"
+#include "verbs/sysfs_view.h"
 
-SV_EXPORT int ibv_get_sysfs_path(char* buf, size_t size) {
-  std::snprintf(buf, size, "/sys");
-  return 0;
-}
+// rdma-core's prototype (infiniband/driver.h): no arguments, a string that
+// lives as long as the library. Open MPI checks that
+// "<this>/class/infiniband" is a directory before it uses any device.
+SV_EXPORT const char* ibv_get_sysfs_path(void) { return sv::abi::sysfs_root().c_str(); }
 
 SV_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size) {
   char path[4096];

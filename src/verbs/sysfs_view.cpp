@@ -1,0 +1,288 @@
+#include "verbs/sysfs_view.h"
+
+#include <dirent.h>
+#include <endian.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/device_attr.h"
+#include "core/gid_table.h"
+#include "core/limits.h"
+#include "shm/registry.h"
+#include "util/knobs.h"
+#include "util/log.h"
+
+namespace sv::abi {
+namespace {
+
+// The files of one device, by path relative to the view's root, as the
+// kernel's ib_core shows them (drivers/infiniband/core/sysfs.c).
+using Files = std::map<std::string, std::string>;
+using Links = std::map<std::string, std::string>;
+
+std::string format(const char* fmt, auto... args) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, fmt, args...);
+  return buf;
+}
+
+std::string guid_text(uint64_t guid) {
+  return format("%04x:%04x:%04x:%04x\n", unsigned(guid >> 48) & 0xffff, unsigned(guid >> 32) & 0xffff,
+                unsigned(guid >> 16) & 0xffff, unsigned(guid) & 0xffff);
+}
+
+std::string gid_text(const ibv_gid& gid) {
+  std::string out;
+  for (int i = 0; i < 16; i += 2) out += format(i ? ":%02x%02x" : "%02x%02x", gid.raw[i], gid.raw[i + 1]);
+  return out + "\n";
+}
+
+// ib_core's rate_show: "<Gb/s> Gb/sec (<width>X <speed name>)".
+std::string rate_text(const ibv_port_attr& p) {
+  struct Speed {
+    uint8_t code;
+    double gbps;  // per lane
+    const char* name;
+  };
+  static const Speed kSpeeds[] = {{1, 2.5, "SDR"},  {2, 5, "DDR"},    {4, 10, "QDR"},  {8, 10, "FDR10"},
+                                  {16, 14, "FDR"},  {32, 25, "EDR"},  {64, 50, "HDR"}, {128, 100, "NDR"}};
+  int lanes = p.active_width == 1 ? 1 : p.active_width == 2 ? 4 : p.active_width == 4 ? 8 : p.active_width == 8 ? 12 : 2;
+  for (const Speed& s : kSpeeds)
+    if (s.code == p.active_speed) return format("%g Gb/sec (%dX %s)\n", s.gbps * lanes, lanes, s.name);
+  return "0 Gb/sec\n";
+}
+
+// Every CPU is "local" to a device that is a memory copy: the kernel's
+// cpumask format (32-bit hex groups, most significant first, commas).
+std::string all_cpus_mask(long cpus) {
+  std::string out;
+  for (long group = (cpus - 1) / 32; group >= 0; --group) {
+    long in_group = std::min<long>(32, cpus - group * 32);
+    uint32_t bits = in_group >= 32 ? 0xffffffffu : ((1u << in_group) - 1);
+    out += format(out.empty() ? "%x" : ",%08x", bits);
+  }
+  return out + "\n";
+}
+
+void describe_device(const std::string& name, Files* files, Links* links) {
+  const std::string dev = "class/infiniband/" + name + "/";
+  ibv_device_attr attr{};
+  fill_device_attr(&attr);
+  const std::vector<GidEntry> gids = read_gid_table();
+  const int gid_count = std::min<int>(static_cast<int>(gids.size()), limits::kGidTableLen);
+  ibv_port_attr port{};
+  fill_port_attr(&port, gid_count, port_active_mtu(gids));
+
+  char host[256] = "localhost";
+  gethostname(host, sizeof host - 1);
+  (*files)[dev + "node_type"] = "1: CA\n";
+  (*files)[dev + "node_guid"] = guid_text(be64toh(attr.node_guid));
+  (*files)[dev + "sys_image_guid"] = guid_text(be64toh(attr.sys_image_guid));
+  (*files)[dev + "fw_ver"] = std::string(firmware_version()) + "\n";
+  (*files)[dev + "hca_type"] = "softverbs\n";
+  (*files)[dev + "hw_rev"] = format("0x%x\n", attr.hw_ver);
+  (*files)[dev + "board_id"] = "SOFTVERBS\n";
+  (*files)[dev + "node_desc"] = std::string(host) + " " + name + "\n";
+
+  const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_CONF));
+  (*files)[dev + "device/numa_node"] = "-1\n";
+  (*files)[dev + "device/local_cpus"] = all_cpus_mask(cpus);
+  (*files)[dev + "device/local_cpulist"] = cpus > 1 ? format("0-%ld\n", cpus - 1) : "0\n";
+  std::set<std::string> netdevs;
+  for (int i = 0; i < gid_count; ++i) netdevs.insert(gids[i].ifname);
+  for (const std::string& ifname : netdevs) (*links)[dev + "device/net/" + ifname] = "/sys/class/net/" + ifname;
+
+  const std::string p = dev + "ports/1/";
+  const bool active = port.state == IBV_PORT_ACTIVE;
+  (*files)[p + "state"] = active ? "4: ACTIVE\n" : "1: DOWN\n";
+  (*files)[p + "phys_state"] = active ? "5: LinkUp\n" : "3: Disabled\n";
+  (*files)[p + "link_layer"] = "Ethernet\n";
+  (*files)[p + "rate"] = rate_text(port);
+  (*files)[p + "lid"] = "0x0\n";
+  (*files)[p + "sm_lid"] = "0x0\n";
+  (*files)[p + "lid_mask_count"] = "0\n";
+  (*files)[p + "sm_sl"] = "0\n";
+  (*files)[p + "cap_mask"] = format("0x%08x\n", port.port_cap_flags);
+  for (int i = 0; i < limits::kGidTableLen; ++i) {
+    const bool used = i < gid_count;
+    (*files)[p + "gids/" + std::to_string(i)] = gid_text(used ? gids[i].gid : ibv_gid{});
+    // An empty entry has no type or netdev: reading them fails in the
+    // kernel's sysfs (EINVAL); here the file is absent.
+    if (!used) continue;
+    (*files)[p + "gid_attrs/types/" + std::to_string(i)] = "RoCE v2\n";
+    (*files)[p + "gid_attrs/ndevs/" + std::to_string(i)] = gids[i].ifname + "\n";
+  }
+  for (uint32_t i = 0; i < limits::kMaxPkeys; ++i)
+    (*files)[p + "pkeys/" + std::to_string(i)] = format("0x%04x\n", i == 0 ? limits::kDefaultPkey : 0);
+
+  const std::string verbs = "class/infiniband_verbs/uverbs0/";
+  (*files)["class/infiniband_verbs/abi_version"] = "6\n";
+  (*files)[verbs + "ibdev"] = name + "\n";
+  (*files)[verbs + "abi_version"] = "1\n";
+  (*files)[verbs + "dev"] = "231:192\n";
+  (*links)[verbs + "device"] = "../../infiniband/" + name + "/device";
+}
+
+// The rest of /sys, reached through symbolic links, so that the view can
+// be a program's whole sysfs root.
+void link_the_rest(Links* links) {
+  auto link_entries = [links](const std::string& real, const std::string& in_view, const std::set<std::string>& own) {
+    DIR* d = opendir(real.c_str());
+    if (!d) return;
+    while (dirent* e = readdir(d)) {
+      std::string n = e->d_name;
+      if (n == "." || n == ".." || own.count(n)) continue;
+      (*links)[in_view + n] = real + "/" + n;
+    }
+    closedir(d);
+  };
+  link_entries("/sys", "", {"class"});
+  link_entries("/sys/class", "class/", {"infiniband", "infiniband_verbs"});
+}
+
+bool make_parents(const std::string& root, const std::string& rel) {
+  for (size_t slash = rel.find('/'); slash != std::string::npos; slash = rel.find('/', slash + 1)) {
+    std::string dir = root + "/" + rel.substr(0, slash);
+    if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return false;
+  }
+  return true;
+}
+
+std::string read_all(const std::string& path) {
+  std::string out;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return out;
+  char buf[512];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return out;
+}
+
+// Files are replaced by rename, so a reader never sees half a file and
+// processes writing the same view at once do not disturb each other.
+bool put_file(const std::string& root, const std::string& rel, const std::string& content) {
+  const std::string path = root + "/" + rel;
+  if (read_all(path) == content) return true;
+  if (!make_parents(root, rel)) return false;
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return false;
+  bool ok = write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
+  close(fd);
+  if (ok && rename(tmp.c_str(), path.c_str()) == 0) return true;
+  unlink(tmp.c_str());
+  return false;
+}
+
+bool put_link(const std::string& root, const std::string& rel, const std::string& target) {
+  const std::string path = root + "/" + rel;
+  char buf[4096];
+  ssize_t n = readlink(path.c_str(), buf, sizeof buf);
+  if (n >= 0 && std::string(buf, static_cast<size_t>(n)) == target) return true;
+  if (!make_parents(root, rel)) return false;
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  unlink(tmp.c_str());
+  if (symlink(target.c_str(), tmp.c_str()) == 0 && rename(tmp.c_str(), path.c_str()) == 0) return true;
+  unlink(tmp.c_str());
+  return false;
+}
+
+// Entries a previous refresh wrote that no longer exist (a GID gone with
+// its address, an interface gone from device/net).
+void remove_stale(const std::string& root, const std::string& rel_dir, const Files& files, const Links& links) {
+  DIR* d = opendir((root + "/" + rel_dir).c_str());
+  if (!d) return;
+  while (dirent* e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n == "." || n == "..") continue;
+    std::string rel = rel_dir + n;
+    if (!files.count(rel) && !links.count(rel)) unlinkat(dirfd(d), n.c_str(), 0);
+  }
+  closedir(d);
+}
+
+// A directory of our own: created by us, or already ours and writable by
+// us alone (another user may not plant files in it, or a link in its place).
+bool own_directory(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return false;
+  struct stat st;
+  return lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+         (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+}
+
+std::string choose_view_dir() {
+  struct stat ns;
+  const unsigned long netns = stat("/proc/self/ns/net", &ns) == 0 ? ns.st_ino : 0;
+  std::string base = "/dev/shm/softverbs-uid" + std::to_string(geteuid()) + ".sysfs";
+  if (own_directory(base)) {
+    std::string dir = base + "/net" + std::to_string(netns);
+    if (own_directory(dir)) return dir;
+  }
+  // /dev/shm missing, or the name taken by someone else: a private one.
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/softverbs-sysfs-XXXXXX";
+  std::vector<char> buf(pattern.begin(), pattern.end());
+  buf.push_back('\0');
+  if (mkdtemp(buf.data())) {
+    SV_WARN("sysfs view: %s is not ours; using %s", base.c_str(), buf.data());
+    return buf.data();
+  }
+  return "";
+}
+
+std::mutex refresh_mu;
+
+}  // namespace
+
+std::string refresh_sysfs_view() {
+  std::lock_guard lock(refresh_mu);
+  static const std::string dir = choose_view_dir();
+  if (dir.empty()) {
+    SV_WARN("sysfs view: no directory to write it in");
+    return dir;
+  }
+  Files files;
+  Links links;
+  describe_device(knobs().device_name, &files, &links);
+  link_the_rest(&links);
+  bool ok = true;
+  for (const auto& [rel, content] : files) ok &= put_file(dir, rel, content);
+  for (const auto& [rel, target] : links) ok &= put_link(dir, rel, target);
+  const std::string port = "class/infiniband/" + knobs().device_name + "/ports/1/";
+  remove_stale(dir, port + "gid_attrs/types/", files, links);
+  remove_stale(dir, port + "gid_attrs/ndevs/", files, links);
+  remove_stale(dir, "class/infiniband/" + knobs().device_name + "/device/net/", files, links);
+  if (!ok) SV_WARN("sysfs view: could not write every file under %s (%s)", dir.c_str(), strerror(errno));
+  return dir;
+}
+
+const std::string& sysfs_root() {
+  static const std::string root = [] {
+    const char* env = std::getenv("SYSFS_PATH");
+    if (env && *env) {
+      std::string r = env;
+      while (r.size() > 1 && r.back() == '/') r.pop_back();
+      return r;
+    }
+    struct stat st;
+    const std::string mounted = "/sys/class/infiniband/" + knobs().device_name;
+    if (stat(mounted.c_str(), &st) == 0) return std::string("/sys");
+    std::string view = refresh_sysfs_view();
+    return view.empty() ? std::string("/sys") : view;
+  }();
+  return root;
+}
+
+}  // namespace sv::abi

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# An MPI job over softverbs, started as the README tells a user
+# (`softverbs-run mpirun ...`), with the MPI library told to use softverbs
+# only (no shared memory, no TCP for messages):
+#   mpi_job.sh [--hosts] STACK RANKS PROGRAM [ARGS...]
+# STACK:
+#   ompi-ucx      Open MPI, pml ucx, osc ucx; UCX_TLS=rc_verbs,ud_verbs,self
+#   ompi-ofi-rxm  Open MPI, pml cm + mtl ofi, FI_PROVIDER="verbs;ofi_rxm" (osc pt2pt)
+#   ompi-ofi-rxd  the same over "verbs;ofi_rxd" (UD)
+#   mpich         MPICH (ch4:ucx); UCX_TLS=rc_verbs,ud_verbs,self
+# --hosts: two hosts made of network namespaces on a veth link, RANKS/2 in
+# each; the launcher starts the other host's daemon through ns_agent.sh,
+# and RoCEv2 packets must cross the link (an nftables counter in host B).
+# Every rank must have opened softverbs (its log line) and the job must
+# exit 0; EXPECT (environment, a regex) must match EXPECT_COUNT lines (1)
+# of the output, REJECT none.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+hosts=0
+[[ ${1:-} == --hosts ]] && { hosts=1; shift; }
+stack=$1 ranks=$2
+shift 2
+program=("$@")
+run=${SOFTVERBS_RUN:?the softverbs-run launcher}
+limit=${LIMIT:-120}
+case $stack in
+  ompi-*) command -v mpirun.openmpi >/dev/null || { echo "Open MPI not installed"; exit 77; } ;;
+  mpich) command -v mpiexec.mpich >/dev/null || { echo "MPICH not installed"; exit 77; } ;;
+esac
+command -v "${program[0]}" >/dev/null || { echo "${program[0]} not found"; exit 77; }
+
+out=$(mktemp -d)
+a="" b=""
+cleanup() {
+  [[ -n $a ]] && ip netns del "$a" 2>/dev/null
+  [[ -n $b ]] && ip netns del "$b" 2>/dev/null
+  rm -rf "$out"
+}
+trap cleanup EXIT
+
+# What every rank gets: softverbs says when it opens the device.
+export SOFTVERBS_LOG=debug
+ucx_env=(UCX_NET_DEVICES=softverbs0:1 UCX_TLS=rc_verbs,ud_verbs,self)
+ompi=(mpirun.openmpi --oversubscribe -np "$ranks" -x SOFTVERBS_LOG -x LD_LIBRARY_PATH
+  --mca btl self --mca btl_base_warn_component_unused 0)
+((EUID == 0)) && ompi+=(--allow-run-as-root)
+case $stack in
+  ompi-ucx) ompi+=(--mca pml ucx --mca pml_ucx_devices any --mca osc ucx)
+    for v in "${ucx_env[@]}"; do ompi+=(-x "$v"); done ;;
+  ompi-ofi-rxm | ompi-ofi-rxd)
+    provider="verbs;ofi_${stack#ompi-ofi-}"
+    ompi+=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "$provider" --mca osc pt2pt
+      -x "FI_PROVIDER=$provider") ;;
+  mpich) ;;
+  *) echo "unknown stack $stack"; exit 2 ;;
+esac
+
+in_a=()
+if ((hosts)); then
+  a=svpA$$ b=svpB$$ va=svpa$$ vb=svpb$$
+  source "$here/../e2e/two_hosts.sh"
+  make_two_hosts 10.96.0 || exit $?
+  in_a=(ip netns exec "$a")
+  ip netns exec "$b" nft -f - <<'NFT' || { echo "nft refused the counter"; exit 77; }
+table inet roce {
+  chain out {
+    type filter hook output priority 0;
+    udp dport 4791 counter
+  }
+}
+NFT
+  export SV_HOSTS="10.96.0.1=$a 10.96.0.2=$b" SOFTVERBS_RUN=$run
+  half=$((ranks / 2))
+  ompi+=(-H "10.96.0.1:$half,10.96.0.2:$((ranks - half))" --mca plm_rsh_agent "$here/ns_agent.sh"
+    --mca plm_rsh_no_tree_spawn 1 --mca oob_tcp_if_include 10.96.0.0/24)
+  mpich_hosts=(-launcher rsh -launcher-exec "$here/ns_agent.sh" -hosts "10.96.0.1:$half,10.96.0.2:$((ranks - half))"
+    -localhost 10.96.0.1)
+fi
+
+if [[ $stack == mpich ]]; then
+  cmd=(env "${ucx_env[@]}" mpiexec.mpich -n "$ranks" ${mpich_hosts[@]+"${mpich_hosts[@]}"} "${program[@]}")
+else
+  cmd=("${ompi[@]}" "${program[@]}")
+fi
+echo "+ ${cmd[*]}"
+# (stdout and stderr apart: the launchers forward each rank's to their own,
+# and softverbs' log lines on stderr would otherwise cut the program's lines.)
+"${in_a[@]}" "$here/../e2e/with_stacks.sh" "$limit" "$run" "${cmd[@]}" >"$out/job" 2>"$out/err"
+rc=$?
+{ cat "$out/job"; grep -v ' debug: ' "$out/err"; } >"$out/all"
+cat "$out/all"
+opened=$(grep -c 'debug: attached to .* as slot' "$out/err")
+echo "--- exit $rc; processes that opened softverbs: $opened (ranks: $ranks)"
+((rc == 0)) || exit 1
+((opened >= ranks)) || { echo "not every rank opened softverbs"; exit 1; }
+if [[ -n ${EXPECT:-} ]] && (($(grep -Ec -- "$EXPECT" "$out/all") < ${EXPECT_COUNT:-1})); then
+  echo "output does not match $EXPECT (${EXPECT_COUNT:-1} lines)"; exit 1
+fi
+if [[ -n ${REJECT:-} ]] && grep -Eq -- "$REJECT" "$out/all"; then
+  echo "output matches what it must not: $REJECT"; exit 1
+fi
+if ((hosts)); then
+  packets=$(ip netns exec "$b" nft list chain inet roce out | grep -o 'packets [0-9]*' | grep -o '[0-9]*')
+  echo "RoCEv2 packets host B sent on the link: ${packets:-0}"
+  ((${packets:-0} > 0)) || { echo "no RoCEv2 packet crossed the link"; exit 1; }
+fi
+exit 0
