@@ -84,6 +84,8 @@ void place_and_publish(Mr& mr, shm::Host& host, uint32_t key) {
     // Pages come and go with the application's mappings: never overlaid.
     host.allow_cross_memory_attach();
     start_bounce_service(host);
+    host.overlays().hold_direct(addr, mr.length);
+    mr.direct = true;
     publish(e, key, mr, addr, shm::kMrOdp, 0, 0);
     return;
   }
@@ -100,12 +102,16 @@ void place_and_publish(Mr& mr, shm::Host& host, uint32_t key) {
   // the key is published.
   host.allow_cross_memory_attach();
   start_bounce_service(host);
+  host.overlays().hold_direct(addr, mr.length);
+  mr.direct = true;
   publish(e, key, mr, addr, shm::kMrCma, 0, 0);
 }
 
+// Undoes place_and_publish's hold on the pages (overlay pin or direct hold).
 void unpin(Mr& mr, shm::Host& host) {
   if (mr.pinned) host.overlays().unpin(mr.pin_page);
-  mr.pinned = false;
+  if (mr.direct) host.overlays().release_direct(reinterpret_cast<uint64_t>(mr.addr), mr.length);
+  mr.pinned = mr.direct = false;
 }
 
 }  // namespace

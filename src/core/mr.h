@@ -19,6 +19,7 @@ struct Mr : ibv_mr {
   uint32_t access = 0;
   uint64_t iova = 0;
   bool pinned = false;     // holds an overlay pin (shm/overlay.h)
+  bool direct = false;     // reached without an overlay: holds its pages from overlays (hold_direct)
   uint64_t pin_page = 0;
   struct Dm* dm = nullptr;  // ibv_reg_dm_mr: the device memory it maps
   bool imported = false;    // made by ibv_import_mr: the resources are the original's

@@ -115,6 +115,9 @@ std::optional<OverlayMap::Pin> OverlayMap::pin(uint64_t addr, uint64_t len) {
   // strand peers that use them, so this registration takes the slower path.
   for (auto& [page, x] : extents_)
     if (page < b && page + x.len > a) return std::nullopt;
+  // Pages a live direct registration reaches: they may be written right now.
+  for (auto& [first, end] : direct_)
+    if (first < b && end > a) return std::nullopt;
 
   // Every page must sit in an overlayable private mapping, and not in the
   // mapping of this thread's own stack (a thread's stack is anonymous memory
@@ -180,6 +183,33 @@ void OverlayMap::unpin(uint64_t page) {
   std::lock_guard g(arena_.overlay_mutex());
   auto it = extents_.find(page);
   if (it != extents_.end() && it->second.pins) --it->second.pins;
+}
+
+namespace {
+
+// The pages under [addr, addr+len), saturating: the implicit on-demand MR
+// covers the whole address space.
+std::pair<uint64_t, uint64_t> page_span(uint64_t addr, uint64_t len) {
+  const uint64_t end = len > UINT64_MAX - addr ? UINT64_MAX : addr + len;
+  return {align_down(addr, kPage), end > UINT64_MAX - kPage ? UINT64_MAX : align_up(end, kPage)};
+}
+
+}  // namespace
+
+void OverlayMap::hold_direct(uint64_t addr, uint64_t len) {
+  std::lock_guard g(arena_.overlay_mutex());
+  auto [a, b] = page_span(addr, len);
+  direct_.emplace(a, b);
+}
+
+void OverlayMap::release_direct(uint64_t addr, uint64_t len) {
+  std::lock_guard g(arena_.overlay_mutex());
+  auto [a, b] = page_span(addr, len);
+  for (auto [it, end] = direct_.equal_range(a); it != end; ++it)
+    if (it->second == b) {
+      direct_.erase(it);
+      return;
+    }
 }
 
 namespace {

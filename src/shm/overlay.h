@@ -13,7 +13,10 @@
 //  * another thread must not write those pages while they are being
 //    registered (the copy and the remap are not atomic);
 //  * a peer can reach the whole page, not only the registered bytes;
-//  * a registration that partly overlaps an existing overlay falls back too.
+//  * a registration that partly overlaps an existing overlay falls back too;
+//  * so does one over pages of a live registration that is not overlaid
+//    (hold_direct): peers and our own network thread may be writing those
+//    pages through it, and a write between the copy and the remap is lost.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +40,16 @@ class OverlayMap {
   // pins it. nullopt when the range cannot be overlaid.
   std::optional<Pin> pin(uint64_t addr, uint64_t len);
   void unpin(uint64_t page);
+
+  // A live registration of [addr, addr+len) that is reached some other way
+  // (cross-memory attach, the bounce service, on-demand paging): no overlay
+  // may take its pages while it lives, since writers go through it at any
+  // time (a peer's process_vm_writev; our network thread placing a READ
+  // response or a WRITE). Open MPI registered the next segment of a buffer
+  // over the page that held the tail of a READ then in flight, and that
+  // tail arrived as zeros (one run in seven, between two hosts).
+  void hold_direct(uint64_t addr, uint64_t len);
+  void release_direct(uint64_t addr, uint64_t len);
 
   // fork() support, from pthread_atfork handlers. The child must not share
   // overlaid pages with the parent (they are MAP_SHARED): it gets private
@@ -63,6 +76,7 @@ class OverlayMap {
 
   Arena& arena_;
   std::map<uint64_t, Extent> extents_;  // page -> extent
+  std::multimap<uint64_t, uint64_t> direct_;  // first page -> end page of live direct registrations
 };
 
 // First thing in a fork child: puts the fork-time copies of overlaid pages in
