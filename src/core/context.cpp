@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/lid.h"
 #include "core/link_watch.h"
 #include "shm/robust_mutex.h"
 #include "util/clock.h"
@@ -89,11 +90,22 @@ int Context::gid_count() {
   return static_cast<int>(gids.size());
 }
 
-void Context::port_state(int* gid_count, ibv_mtu* active_mtu) {
+std::vector<GidEntry> Context::gid_table() {
   std::lock_guard g(gid_mu);
   refresh_gids_locked();
-  *gid_count = static_cast<int>(gids.size());
-  *active_mtu = port_active_mtu(gids);
+  return gids;
+}
+
+uint16_t Context::lid() {
+  std::lock_guard g(gid_mu);
+  refresh_gids_locked();
+  return host_lid(gids);
+}
+
+bool Context::gid_of_lid(uint16_t lid, ibv_gid* out) {
+  std::lock_guard g(gid_mu);
+  refresh_gids_locked();
+  return sv::gid_of_lid(lid, gids, out);
 }
 
 int Context::find_gid(const ibv_gid& gid) {

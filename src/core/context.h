@@ -65,14 +65,18 @@ struct Context : verbs_context {
   // GID table access. Returns false when `index` holds no GID.
   bool gid_at(int index, GidEntry* out);
   int gid_count();
-  // The port's GID count and active MTU (port_active_mtu), from one snapshot.
-  void port_state(int* gid_count, ibv_mtu* active_mtu);
+  // The GID table (a copy): what port attributes and LIDs derive from.
+  std::vector<GidEntry> gid_table();
   // The next lookup reads the host's addresses (and link MTUs) again: they changed.
   void forget_gids();
   // Index of `gid` in the table, or -1.
   int find_gid(const ibv_gid& gid);
   // True when `gid` is an address of this host (reachable in shared memory).
   bool is_local_gid(const ibv_gid& gid) { return find_gid(gid) >= 0; }
+  // InfiniBand mode (core/lid.h): this port's LID, and the GID a LID
+  // stands for (false: none).
+  uint16_t lid();
+  bool gid_of_lid(uint16_t lid, ibv_gid* out);
 
   Qp* qp_by_num(uint32_t qpn);
   Cq* cq_by_id(uint32_t id);

@@ -5,9 +5,11 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/lid.h"
 #include "core/limits.h"
 #include "shm/layout.h"
 #include "shm/registry.h"
+#include "util/knobs.h"
 
 namespace sv {
 
@@ -104,11 +106,12 @@ ibv_mtu ib_mtu_for_link(int link_mtu) {
   return IBV_MTU_256;
 }
 
-void fill_port_attr(ibv_port_attr* p, int gid_count, ibv_mtu active_mtu) {
+void fill_port_attr(ibv_port_attr* p, const std::vector<GidEntry>& gids) {
+  const size_t gid_count = gids.size();
   std::memset(p, 0, sizeof *p);
   p->state = gid_count > 0 ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
   p->max_mtu = IBV_MTU_4096;
-  p->active_mtu = active_mtu;
+  p->active_mtu = port_active_mtu(gids);
   p->gid_tbl_len = limits::kGidTableLen;
   p->port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
   p->max_msg_sz = limits::kMaxMsgSize;
@@ -119,6 +122,17 @@ void fill_port_attr(ibv_port_attr* p, int gid_count, ibv_mtu active_mtu) {
   p->phys_state = gid_count > 0 ? 5 : 3;  // LinkUp : Disabled
   p->link_layer = IBV_LINK_LAYER_ETHERNET;
   p->flags = IBV_QPF_GRH_REQUIRED;
+  if (knobs().infiniband) {
+    // An IB port: LID addressing (a GRH is optional), a subnet manager
+    // (there is none; LIDs are the hosts' addresses: core/lid.h).
+    p->link_layer = IBV_LINK_LAYER_INFINIBAND;
+    p->flags = 0;
+    p->port_cap_flags = IBV_PORT_CM_SUP;
+    p->lid = host_lid(gids);
+    p->sm_lid = p->lid;
+    p->sm_sl = 0;
+    p->lmc = 0;
+  }
 }
 
 }  // namespace sv

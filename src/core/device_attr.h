@@ -5,13 +5,19 @@
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <vector>
+
+#include "core/gid_table.h"
 
 namespace sv {
 
 void fill_device_attr(ibv_device_attr* attr);
 void fill_device_attr_ex(ibv_device_attr_ex* attr);
-// `active_mtu`: the port's MTU, Context::active_mtu() (the link's, as rxe's).
-void fill_port_attr(ibv_port_attr* attr, int gid_count, ibv_mtu active_mtu);
+// Port 1 for a GID table snapshot: ACTIVE while it holds a GID, the active
+// MTU of its link (port_active_mtu, as rxe's); an Ethernet (RoCE) port, or
+// with SOFTVERBS_LINK_LAYER=infiniband an InfiniBand one with the host's
+// LID (core/lid.h).
+void fill_port_attr(ibv_port_attr* attr, const std::vector<GidEntry>& gids);
 
 // The IB MTU rxe gives a port on a network device of MTU `link_mtu` bytes
 // (rxe_set_mtu: eth_mtu_int_to_enum, then at most 4096): the largest of

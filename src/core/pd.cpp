@@ -3,7 +3,9 @@
 #include <cerrno>
 
 #include "core/handles.h"
+#include "core/lid.h"
 #include "core/limits.h"
+#include "util/knobs.h"
 #include "util/log.h"
 
 namespace sv {
@@ -72,18 +74,28 @@ void unimport_pd(Pd* pd) {
 
 int check_ah_attr(Context* ctx, const ibv_ah_attr& attr) {
   if (attr.port_num != 1) return EINVAL;
+  if (attr.static_rate > IBV_RATE_800_GBPS) return EINVAL;
   // RoCE carries every packet in UDP/IP: an address without a GRH has no
-  // destination IP, so the kernel refuses it too.
-  if (!attr.is_global) return EINVAL;
+  // destination IP, so the kernel refuses it too. An IB port routes by LID.
+  if (!attr.is_global) return knobs().infiniband && attr.dlid >= 1 && attr.dlid <= kMaxUnicastLid ? 0 : EINVAL;
   GidEntry sgid;
   if (!ctx->gid_at(attr.grh.sgid_index, &sgid)) return EINVAL;
   if (gid_is_zero(attr.grh.dgid)) return EINVAL;
-  if (attr.static_rate > IBV_RATE_800_GBPS) return EINVAL;
   return 0;
 }
 
 Destination resolve_destination(Context* ctx, const ibv_ah_attr& attr) {
   Destination d;
+  if (knobs().infiniband) d.slid = ctx->lid();
+  if (!attr.is_global) {
+    // InfiniBand mode, LID only: the host the LID stands for (core/lid.h),
+    // from our GID 0. A LID no host has goes nowhere (retries, then an error).
+    d.sl = attr.sl;
+    GidEntry sgid;
+    if (ctx->gid_at(0, &sgid)) d.sgid = sgid.gid;
+    if (ctx->gid_of_lid(attr.dlid, &d.dgid)) d.route = ctx->transport_for(d.dgid);
+    return d;
+  }
   d.dgid = attr.grh.dgid;
   d.sgid_index = attr.grh.sgid_index;
   d.hop_limit = attr.grh.hop_limit;

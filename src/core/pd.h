@@ -43,6 +43,7 @@ struct Destination {
   uint8_t hop_limit = 64;
   uint8_t traffic_class = 0;
   uint8_t sl = 0;
+  uint16_t slid = 0;            // InfiniBand mode: the sender's LID, reported to the receiver
 };
 
 struct Ah : ibv_ah {
@@ -54,8 +55,9 @@ struct Ah : ibv_ah {
 // Resolves the source GID and route of an address vector (already checked).
 Destination resolve_destination(Context* ctx, const ibv_ah_attr& attr);
 
-// Validates an address vector for this RoCE port: GRH required, a valid
-// source GID index, port 1. Returns 0 or an errno.
+// Validates an address vector for port 1: a GRH with a valid source GID
+// index (required on the RoCE port), or in InfiniBand mode a unicast LID.
+// Returns 0 or an errno.
 int check_ah_attr(Context* ctx, const ibv_ah_attr& attr);
 
 Ah* create_ah(Pd* pd, const ibv_ah_attr& attr);  // nullptr + errno

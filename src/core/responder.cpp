@@ -13,6 +13,7 @@
 #include "core/recv_queue.h"
 #include "core/target_memory.h"
 #include "shm/registry.h"
+#include "util/knobs.h"
 #include "util/log.h"
 
 namespace sv {
@@ -148,7 +149,12 @@ shm::CqeFields receive_cqe(const shm::QpShared& t, const Message& m, const RecvW
   c.status = IBV_WC_SUCCESS;
   c.qp_num = t.qpn;
   c.src_qp = m.src_qpn;
-  c.sl = roce_l3_header_type(m.dst->sgid, m.dst->dgid);  // as mlx5 (grh.h)
+  if (knobs().infiniband) {
+    c.slid = m.dst->slid;  // an IB port reports the sender's LID and SL
+    c.sl = m.dst->sl;
+  } else {
+    c.sl = roce_l3_header_type(m.dst->sgid, m.dst->dgid);  // as mlx5 (grh.h)
+  }
   c.solicited = m.solicited;
   if (m.opcode == IBV_WR_SEND_WITH_IMM || m.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
     c.wc_flags |= IBV_WC_WITH_IMM;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/lid.h"
 #include "core/limits.h"
 #include "core/responder.h"
 #include "net/udp_sport.h"
@@ -86,6 +87,7 @@ Destination source_of(const PacketAddrs& from) {
   std::memcpy(d.dgid.raw, &from.dst, 16);
   d.traffic_class = from.traffic_class;
   d.hop_limit = from.hop_limit;
+  d.slid = lid_of_gid(d.sgid, {}, 0);  // InfiniBand mode: another host's LID is its address's (core/lid.h)
   return d;
 }
 

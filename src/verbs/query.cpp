@@ -7,6 +7,7 @@
 #include "core/context.h"
 #include "core/device_attr.h"
 #include "core/limits.h"
+#include "util/knobs.h"
 #include "verbs/abi.h"
 
 using namespace sv;
@@ -16,10 +17,7 @@ namespace sv::abi {
 int query_port_op(ibv_context* context, uint8_t port_num, ibv_port_attr* attr, size_t len) {
   if (port_num != 1) return EINVAL;
   ibv_port_attr full;
-  int gid_count = 0;
-  ibv_mtu active_mtu = IBV_MTU_4096;
-  Context::from(context)->port_state(&gid_count, &active_mtu);
-  fill_port_attr(&full, gid_count, active_mtu);
+  fill_port_attr(&full, Context::from(context)->gid_table());
   std::memset(attr, 0, len);
   std::memcpy(attr, &full, std::min(len, sizeof full));
   return 0;
@@ -73,7 +71,7 @@ SV_EXPORT int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_
   entry->gid = e.gid;
   entry->gid_index = gid_index;
   entry->port_num = 1;
-  entry->gid_type = IBV_GID_TYPE_ROCE_V2;
+  entry->gid_type = knobs().infiniband ? IBV_GID_TYPE_IB : IBV_GID_TYPE_ROCE_V2;
   entry->ndev_ifindex = e.ifindex;
   return 0;
 }
@@ -98,7 +96,7 @@ SV_EXPORT int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigne
     errno = EINVAL;
     return -1;
   }
-  *type = 1;
+  *type = knobs().infiniband ? 0 : 1;
   return 0;
 }
 

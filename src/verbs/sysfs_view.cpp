@@ -82,7 +82,7 @@ void describe_device(const std::string& name, Files* files, Links* links) {
   const std::vector<GidEntry> gids = read_gid_table();
   const int gid_count = std::min<int>(static_cast<int>(gids.size()), limits::kGidTableLen);
   ibv_port_attr port{};
-  fill_port_attr(&port, gid_count, port_active_mtu(gids));
+  fill_port_attr(&port, gids);
 
   char host[256] = "localhost";
   gethostname(host, sizeof host - 1);
@@ -107,10 +107,11 @@ void describe_device(const std::string& name, Files* files, Links* links) {
   const bool active = port.state == IBV_PORT_ACTIVE;
   (*files)[p + "state"] = active ? "4: ACTIVE\n" : "1: DOWN\n";
   (*files)[p + "phys_state"] = active ? "5: LinkUp\n" : "3: Disabled\n";
-  (*files)[p + "link_layer"] = "Ethernet\n";
+  const bool ib = port.link_layer == IBV_LINK_LAYER_INFINIBAND;
+  (*files)[p + "link_layer"] = ib ? "InfiniBand\n" : "Ethernet\n";
   (*files)[p + "rate"] = rate_text(port);
-  (*files)[p + "lid"] = "0x0\n";
-  (*files)[p + "sm_lid"] = "0x0\n";
+  (*files)[p + "lid"] = format("0x%x\n", port.lid);
+  (*files)[p + "sm_lid"] = format("0x%x\n", port.sm_lid);
   (*files)[p + "lid_mask_count"] = "0\n";
   (*files)[p + "sm_sl"] = "0\n";
   (*files)[p + "cap_mask"] = format("0x%08x\n", port.port_cap_flags);
@@ -120,7 +121,7 @@ void describe_device(const std::string& name, Files* files, Links* links) {
     // An empty entry has no type or netdev: reading them fails in the
     // kernel's sysfs (EINVAL); here the file is absent.
     if (!used) continue;
-    (*files)[p + "gid_attrs/types/" + std::to_string(i)] = "RoCE v2\n";
+    (*files)[p + "gid_attrs/types/" + std::to_string(i)] = ib ? "IB/RoCE v1\n" : "RoCE v2\n";
     (*files)[p + "gid_attrs/ndevs/" + std::to_string(i)] = gids[i].ifname + "\n";
   }
   for (uint32_t i = 0; i < limits::kMaxPkeys; ++i)

@@ -7,6 +7,9 @@
 #   ompi-ucx      Open MPI, pml ucx, osc ucx; UCX_TLS=rc_verbs,ud_verbs,self
 #   ompi-ofi-rxm  Open MPI, pml cm + mtl ofi, FI_PROVIDER="verbs;ofi_rxm" (osc pt2pt)
 #   ompi-ofi-rxd  the same over "verbs;ofi_rxd" (UD)
+#   ompi-openib   Open MPI, pml ob1 + btl openib (osc rdma over it), on the
+#                 InfiniBand link-layer mode: Debian's openib has only the UD
+#                 connection manager (udcm), which refuses Ethernet ports
 #   mpich         MPICH (ch4:ucx); UCX_TLS=rc_verbs,ud_verbs,self
 # --hosts: two hosts made of network namespaces on a veth link, RANKS/2 in
 # each; the launcher starts the other host's daemon through ns_agent.sh,
@@ -41,16 +44,21 @@ trap cleanup EXIT
 # What every rank gets: softverbs says when it opens the device.
 export SOFTVERBS_LOG=debug
 ucx_env=(UCX_NET_DEVICES=softverbs0:1 UCX_TLS=rc_verbs,ud_verbs,self)
-ompi=(mpirun.openmpi --oversubscribe -np "$ranks" -x SOFTVERBS_LOG -x LD_LIBRARY_PATH
-  --mca btl self --mca btl_base_warn_component_unused 0)
+ompi=(mpirun.openmpi --oversubscribe -np "$ranks" -x SOFTVERBS_LOG -x LD_LIBRARY_PATH ${EXTRA_X:+-x $EXTRA_X}
+  --mca btl_base_warn_component_unused 0)
 ((EUID == 0)) && ompi+=(--allow-run-as-root)
 case $stack in
-  ompi-ucx) ompi+=(--mca pml ucx --mca pml_ucx_devices any --mca osc ucx)
+  ompi-ucx) ompi+=(--mca pml ucx --mca pml_ucx_devices any --mca osc ucx --mca btl self)
     for v in "${ucx_env[@]}"; do ompi+=(-x "$v"); done ;;
   ompi-ofi-rxm | ompi-ofi-rxd)
     provider="verbs;ofi_${stack#ompi-ofi-}"
-    ompi+=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "$provider" --mca osc pt2pt
+    ompi+=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "$provider" --mca osc pt2pt --mca btl self
       -x "FI_PROVIDER=$provider") ;;
+  ompi-openib)
+    export SOFTVERBS_LINK_LAYER=infiniband
+    ompi+=(--mca pml ob1 --mca btl openib,self --mca btl_openib_allow_ib 1 --mca btl_openib_if_include softverbs0:1
+      --mca btl_openib_cpc_include udcm --mca btl_openib_warn_no_device_params_found 0 --mca osc rdma
+      ${OPENIB_FLAGS:+--mca btl_openib_flags "$OPENIB_FLAGS"} -x SOFTVERBS_LINK_LAYER) ;;
   mpich) ;;
   *) echo "unknown stack $stack"; exit 2 ;;
 esac
@@ -60,7 +68,7 @@ if ((hosts)); then
   a=svpA$$ b=svpB$$ va=svpa$$ vb=svpb$$
   source "$here/../e2e/two_hosts.sh"
   make_two_hosts 10.96.0 || exit $?
-  in_a=(ip netns exec "$a")
+  in_a=(ip netns exec "$a" "$here/as_host.sh" 10.96.0.1)
   ip netns exec "$b" nft -f - <<'NFT' || { echo "nft refused the counter"; exit 77; }
 table inet roce {
   chain out {

@@ -12,7 +12,8 @@ for pair in $SV_HOSTS; do
   if [ "${pair%%=*}" = "$host" ]; then
     # The launchers quote words inside their arguments ("orted", hydra's
     # proxy path), as for a remote shell: a shell must read them.
-    exec ip netns exec "${pair#*=}" "$SOFTVERBS_RUN" sh -c "$*"
+    # Each host has its own hostname (as_host.sh), as real hosts do.
+    exec ip netns exec "${pair#*=}" "$(dirname "$0")/as_host.sh" "$host" "$SOFTVERBS_RUN" sh -c "$*"
   fi
 done
 echo "ns_agent.sh: no namespace for host $host (SV_HOSTS=$SV_HOSTS)" >&2
