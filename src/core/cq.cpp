@@ -185,30 +185,59 @@ namespace {
 // first whenever it had something starved our own completions: a peer's
 // receive completion arriving before each poll_cq(n = 1) kept the send
 // completions behind it, and the send queue filled (rping did this).
+// Whether the entry at `pos` of a ring belongs to a destroyed QP; forgets
+// purges that can match nothing any more.
+bool purged(Cq* cq, uint32_t qpn, bool shared, uint64_t pos) {
+  const uint64_t now = monotonic_ns();
+  bool hit = false;
+  for (size_t i = 0; i < cq->purges.size();) {
+    const Cq::Purge& p = cq->purges[i];
+    if (p.qpn == qpn && (pos < (shared ? p.shared_before : p.local_before) || now < p.until_ns)) hit = true;
+    if (now >= p.until_ns && cq->head >= p.shared_before && cq->local_head.load() >= p.local_before) {
+      cq->purges[i] = cq->purges.back();
+      cq->purges.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  return hit;
+}
+
 template <class Use>
 inline bool take_oldest(Cq* cq, Use&& use) {
-  shm::Cqe& s = cq->ring[cq->head & cq->mask];
-  const bool shared_ready = s.seq.load(std::memory_order_acquire) == cq->head + 1;
-  const uint64_t h = cq->local_head.load(std::memory_order_relaxed);
-  LocalCqe* l = h != cq->local_tail.load(std::memory_order_acquire) ? &cq->local[h & cq->mask] : nullptr;
-  // A private entry added when the shared tail had not reached this shared
-  // entry is the older one.
-  if (shared_ready && !(l && l->shared_tail <= cq->head)) {
-    use(s.f);
-    ++cq->head;
-    cq->shared->head.store(cq->head, std::memory_order_release);
-    return true;
+  for (;;) {
+    shm::Cqe& s = cq->ring[cq->head & cq->mask];
+    const bool shared_ready = s.seq.load(std::memory_order_acquire) == cq->head + 1;
+    const uint64_t h = cq->local_head.load(std::memory_order_relaxed);
+    LocalCqe* l = h != cq->local_tail.load(std::memory_order_acquire) ? &cq->local[h & cq->mask] : nullptr;
+    // A private entry added when the shared tail had not reached this shared
+    // entry is the older one.
+    if (shared_ready && !(l && l->shared_tail <= cq->head)) {
+      const bool drop = !cq->purges.empty() && purged(cq, s.f.qp_num, true, cq->head);
+      if (!drop) use(s.f);
+      ++cq->head;
+      cq->shared->head.store(cq->head, std::memory_order_release);
+      if (drop) continue;
+      return true;
+    }
+    if (!l) return false;
+    const bool drop = !cq->purges.empty() && purged(cq, l->cqe.qp_num, false, h);
+    if (!drop) use(l->cqe);
+    // A polled send completion frees its send-queue slot and every earlier
+    // (unsignaled) one, as on a NIC.
+    if (l->qp) l->qp->sq_head.store(l->sq_pos + 1, std::memory_order_release);
+    cq->local_head.store(h + 1, std::memory_order_release);
+    if (!drop) return true;
   }
-  if (!l) return false;
-  use(l->cqe);
-  // A polled send completion frees its send-queue slot and every earlier
-  // (unsignaled) one, as on a NIC.
-  if (l->qp) l->qp->sq_head.store(l->sq_pos + 1, std::memory_order_release);
-  cq->local_head.store(h + 1, std::memory_order_release);
-  return true;
 }
 
 }  // namespace
+
+void forget_qp_completions(Cq* cq, uint32_t qpn) {
+  std::lock_guard g(cq->poll_mu);
+  cq->purges.push_back(Cq::Purge{qpn, shared_tail(cq->shared), cq->local_tail.load(std::memory_order_acquire),
+                                 monotonic_ns() + 2'000'000'000ull});
+}
 
 bool take_one(Cq* cq, shm::CqeFields* out) {
   return take_oldest(cq, [out](const shm::CqeFields& c) { *out = c; });

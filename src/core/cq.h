@@ -70,6 +70,15 @@ struct Cq : ibv_cq_ex {
   // Extended polling (ibv_start_poll/next_poll/end_poll).
   shm::CqeFields current{};
   int64_t wallclock_offset_ns = 0;
+
+  // Completions of QPs destroyed while some were waiting: polling drops
+  // them (forget_qp_completions). Under poll_mu.
+  struct Purge {
+    uint32_t qpn;
+    uint64_t shared_before, local_before;  // ring positions taken at destroy
+    uint64_t until_ns;                     // and stragglers until then
+  };
+  std::vector<Purge> purges;
 };
 
 Cq* create_cq(Context* ctx, int cqe, void* cq_context, Channel* chan, int comp_vector, uint64_t wc_flags);
@@ -85,6 +94,14 @@ int req_notify_cq(Cq* cq, int solicited_only);
 
 // Takes the oldest completion of the two rings. The caller holds poll_mu.
 bool take_one(Cq* cq, shm::CqeFields* out);
+
+// ibv_destroy_qp: the completions of QP `qpn` still waiting in `cq` go with
+// it, as mlx5 cleans a destroyed QP's CQEs from its CQs. Middleware relies
+// on it: libfabric's rxm reposted a receive buffer on the closed endpoint
+// of a completion polled after the close, and died of SIGSEGV. A peer that
+// was delivering to the QP as it went may still add one a moment later:
+// those are dropped too, for two seconds (QP numbers come back far later).
+void forget_qp_completions(Cq* cq, uint32_t qpn);
 
 // Owner-side production. Raises IBV_EVENT_CQ_ERR when the ring is full.
 void push_local(Cq* cq, const shm::CqeFields& c, Qp* qp, uint64_t sq_pos);

@@ -5,7 +5,9 @@
 #include "core/raw.h"
 #include "core/xrcd.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <iterator>
 #include <cstring>
 
 #include "core/async_events.h"
@@ -492,6 +494,10 @@ int destroy_qp(Qp* qp) {
     for (LocalCqe& l : qp->scq->local)
       if (l.qp == qp) l.qp = nullptr;
   }
+  // And they go with it, as on mlx5 (forget_qp_completions).
+  Cq* const cqs[] = {qp->scq, qp->rcq, qp->srq_obj ? qp->srq_obj->cq : nullptr};
+  for (size_t i = 0; i < std::size(cqs); ++i)
+    if (cqs[i] && std::find(cqs, cqs + i, cqs[i]) == cqs + i) forget_qp_completions(cqs[i], qp->qp_base.qp_num);
   if (!qp->srq_obj) qp->rq.release(arena);
   arena.free(qp->shared_off, sizeof(shm::QpShared));
   arena.give_qp_index(qp->index);

@@ -3,6 +3,8 @@
 // solicited events, and CQ overrun reported as an async event.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
+#include <memory>
 #include <unistd.h>
 
 #include <arpa/inet.h>
@@ -353,6 +355,47 @@ TEST(CqOrder, OneCqForBothQueuesIsFirstInFirstOut) {
       EXPECT_LE(message_of_each[i - 1], message_of_each[i]) << "completion " << i << " out of order";
   }
   ibv_destroy_cq(cq);
+}
+
+// Destroying a QP takes its waiting completions out of its CQs, as mlx5
+// cleans a destroyed QP's CQEs (__mlx5_cq_clean): a program may close a
+// connection and go on polling a CQ it shares with others. libfabric's rxm
+// reposted a receive buffer on the closed endpoint of such a completion and
+// died of SIGSEGV (under load, at the end of fi_pingpong -e rdm).
+TEST(CqOrder, DestroyedQpsCompletionsGoWithIt) {
+  Device dev;
+  ibv_cq* shared = ibv_create_cq(dev.ctx, 64, nullptr, nullptr, 0);
+  ibv_cq* other = ibv_create_cq(dev.ctx, 64, nullptr, nullptr, 0);
+  ASSERT_TRUE(shared && other);
+  Buffer buf(dev.pd, 4096);
+  // Two connections; the first one's QPs complete into `shared`.
+  auto first = std::make_unique<Link>(dev, IBV_QPT_RC, shared, shared, other, shared, 16);
+  Link second(dev, IBV_QPT_RC, other, other, other, shared, 16);
+  ASSERT_TRUE(first->ok && second.ok);
+  ASSERT_EQ(post_recv(first->b, 1, buf.sge(0, 64)), 0);
+  ASSERT_EQ(post_recv(second.b, 2, buf.sge(64, 64)), 0);
+  ibv_sge sg = buf.sge(1024, 8);
+  ibv_send_wr wr = make_wr(10, &sg, 1, IBV_WR_SEND, IBV_SEND_SIGNALED);
+  ASSERT_EQ(post_send(first->a, &wr), 0);  // a send completion (shared) and a receive one (shared)
+  wr.wr_id = 20;
+  ASSERT_EQ(post_send(second.a, &wr), 0);  // a receive completion (shared) from another QP
+  sleep_ms(50);
+  const uint32_t gone_a = first->a->qp_num, gone_b = first->b->qp_num;
+  first.reset();  // destroys both QPs of the first connection, completions unpolled
+  std::vector<ibv_wc> left = wait_wc(shared, 8, 200);
+  ASSERT_EQ(left.size(), 1u) << "only the other connection's completion is left";
+  EXPECT_EQ(left[0].wr_id, 2u);
+  EXPECT_EQ(left[0].qp_num, second.b->qp_num);
+  for (const ibv_wc& wc : left) EXPECT_TRUE(wc.qp_num != gone_a && wc.qp_num != gone_b);
+  // The CQ goes on as before for the QPs that remain.
+  ASSERT_EQ(post_recv(second.b, 3, buf.sge(128, 64)), 0);
+  wr.wr_id = 21;
+  ASSERT_EQ(post_send(second.a, &wr), 0);
+  std::vector<ibv_wc> next = wait_wc(shared, 1, 1000);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].wr_id, 3u);
+  EXPECT_EQ(next[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wait_wc(other, 2, 1000).size(), 2u) << "the other CQ's send completions";
 }
 
 // ---------------------------------------------------------------- destroy rules
