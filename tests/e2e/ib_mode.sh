@@ -32,14 +32,7 @@ if ((hosts)); then
   . "$here/two_hosts.sh"
   make_two_hosts 10.98.0 || exit $?
   in_a=(ip netns exec "$a") in_b=(ip netns exec "$b") addr=10.98.0.1
-  ip netns exec "$b" nft -f - <<'NFT' || { echo "nft refused the counter"; exit 77; }
-table inet roce {
-  chain out {
-    type filter hook output priority 0;
-    udp dport 4791 counter
-  }
-}
-NFT
+  count_roce_sent "$b" || exit $?
 fi
 
 port=$((18700 + $$ % 200))
@@ -70,8 +63,6 @@ lid_hex=$(printf '0x%04x' "$lid")  # ibv_devinfo prints it in decimal, the tools
 grep -Eq "remote address: +LID $lid_hex," "$out/client" || { echo "the client did not use A's LID $lid_hex"; exit 1; }
 grep -Eq "remote address: .*GID ::$" "$out/client" || { echo "a GID was used (no LID-only addressing)"; exit 1; }
 if ((hosts)); then
-  packets=$(ip netns exec "$b" nft list chain inet roce out | grep -o 'packets [0-9]*' | grep -o '[0-9]*')
-  echo "RoCEv2 packets host B sent on the link: ${packets:-0}"
-  ((${packets:-0} > 0)) || { echo "no RoCEv2 packet crossed the link"; exit 1; }
+  roce_crossed_link "$b" || exit 1
 fi
 exit 0

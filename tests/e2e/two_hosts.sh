@@ -13,3 +13,26 @@ make_two_hosts() {
     ip -n "$a" link set lo up && ip -n "$b" link set lo up &&
     ip -n "$a" link set "$va" up && ip -n "$b" link set "$vb" up || { echo "cannot set up the veth link"; return 1; }
 }
+
+# count_roce_sent HOST: an nftables counter of the RoCEv2 packets (UDP 4791)
+# the namespace HOST sends. Returns 77 when nftables refuses it.
+count_roce_sent() {
+  ip netns exec "$1" nft -f - <<'NFT' || { echo "nft refused the counter"; return 77; }
+table inet roce {
+  chain out {
+    type filter hook output priority 0;
+    udp dport 4791 counter
+  }
+}
+NFT
+}
+
+# roce_crossed_link HOST: passes when HOST sent RoCEv2 packets since
+# count_roce_sent, i.e. the traffic went over the link (not through shared
+# memory); says how many.
+roce_crossed_link() {
+  local packets
+  packets=$(ip netns exec "$1" nft list chain inet roce out | grep -o 'packets [0-9]*' | grep -o '[0-9]*')
+  echo "RoCEv2 packets host $1 sent on the link: ${packets:-0}"
+  ((${packets:-0} > 0)) || { echo "no RoCEv2 packet crossed the link"; return 1; }
+}

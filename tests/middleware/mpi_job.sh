@@ -16,7 +16,9 @@
 # and RoCEv2 packets must cross the link (an nftables counter in host B).
 # Every rank must have opened softverbs (its log line) and the job must
 # exit 0; EXPECT (environment, a regex) must match EXPECT_COUNT lines (1)
-# of the output, REJECT none.
+# of the output, REJECT none. For experiments: EXTRA_X names one more
+# variable for Open MPI to pass to every rank (-x), OPENIB_FLAGS sets
+# btl_openib_flags (e.g. send,put).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 hosts=0
@@ -69,17 +71,13 @@ if ((hosts)); then
   source "$here/../e2e/two_hosts.sh"
   make_two_hosts 10.96.0 || exit $?
   in_a=(ip netns exec "$a" "$here/as_host.sh" 10.96.0.1)
-  ip netns exec "$b" nft -f - <<'NFT' || { echo "nft refused the counter"; exit 77; }
-table inet roce {
-  chain out {
-    type filter hook output priority 0;
-    udp dport 4791 counter
-  }
-}
-NFT
+  count_roce_sent "$b" || exit $?
   export SV_HOSTS="10.96.0.1=$a 10.96.0.2=$b" SOFTVERBS_RUN=$run
   half=$((ranks / 2))
-  ompi+=(-H "10.96.0.1:$half,10.96.0.2:$((ranks - half))" --mca plm_rsh_agent "$here/ns_agent.sh"
+  # --bind-to none: the two "hosts" share this machine's cores, and each
+  # host's daemon would bind its first rank to core 0: two ranks polling on
+  # one core, each message waiting a scheduler tick (4 ms) for the other.
+  ompi+=(--bind-to none -H "10.96.0.1:$half,10.96.0.2:$((ranks - half))" --mca plm_rsh_agent "$here/ns_agent.sh"
     --mca plm_rsh_no_tree_spawn 1 --mca oob_tcp_if_include 10.96.0.0/24)
   mpich_hosts=(-launcher rsh -launcher-exec "$here/ns_agent.sh" -hosts "10.96.0.1:$half,10.96.0.2:$((ranks - half))"
     -localhost 10.96.0.1)
@@ -93,8 +91,17 @@ fi
 echo "+ ${cmd[*]}"
 # (stdout and stderr apart: the launchers forward each rank's to their own,
 # and softverbs' log lines on stderr would otherwise cut the program's lines.)
+# A job still running shortly before its limit: every rank's stacks first
+# (with_stacks.sh sees only the launcher), so a hang says where it was.
+( sleep $((limit - 5)) && for pid in $(pgrep -f "^${program[0]}( |$)"); do
+    echo "=== stacks of rank process $pid ($(tr '\0' ' ' </proc/$pid/cmdline 2>/dev/null))"
+    gdb -batch -nx -ex 'thread apply all bt 25' -p "$pid" 2>/dev/null | grep -E '^(#|Thread)'
+  done >"$out/stacks" 2>&1 ) &
+watchdog=$!
 "${in_a[@]}" "$here/../e2e/with_stacks.sh" "$limit" "$run" "${cmd[@]}" >"$out/job" 2>"$out/err"
 rc=$?
+pkill -P "$watchdog" 2>/dev/null; kill "$watchdog" 2>/dev/null
+[[ -s $out/stacks ]] && cat "$out/stacks"
 { cat "$out/job"; grep -v ' debug: ' "$out/err"; } >"$out/all"
 cat "$out/all"
 opened=$(grep -c 'debug: attached to .* as slot' "$out/err")
@@ -108,8 +115,6 @@ if [[ -n ${REJECT:-} ]] && grep -Eq -- "$REJECT" "$out/all"; then
   echo "output matches what it must not: $REJECT"; exit 1
 fi
 if ((hosts)); then
-  packets=$(ip netns exec "$b" nft list chain inet roce out | grep -o 'packets [0-9]*' | grep -o '[0-9]*')
-  echo "RoCEv2 packets host B sent on the link: ${packets:-0}"
-  ((${packets:-0} > 0)) || { echo "no RoCEv2 packet crossed the link"; exit 1; }
+  roce_crossed_link "$b" || exit 1
 fi
 exit 0

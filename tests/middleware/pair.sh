@@ -47,14 +47,7 @@ if ((hosts)); then
   make_two_hosts 10.95.0 || exit $?
   addr=10.95.0.1
   in_a=(ip netns exec "$a") in_b=(ip netns exec "$b")
-  ip netns exec "$b" nft -f - <<'NFT' || { echo "nft refused the counter"; exit 77; }
-table inet roce {
-  chain out {
-    type filter hook output priority 0;
-    udp dport 4791 counter
-  }
-}
-NFT
+  count_roce_sent "$b" || exit $?
 fi
 server_cmd=("${server_cmd[@]//@A/$addr}")
 client_cmd=("${client_cmd[@]//@A/$addr}")
@@ -88,8 +81,6 @@ if [[ -n $expect ]] && ! grep -Eq -- "$expect" "$out/client"; then
   echo "client output does not match: $expect"; exit 1
 fi
 if ((hosts)); then
-  packets=$(ip netns exec "$b" nft list chain inet roce out | grep -o 'packets [0-9]*' | grep -o '[0-9]*')
-  echo "RoCEv2 packets host B sent on the link: ${packets:-0}"
-  ((${packets:-0} > 0)) || { echo "no RoCEv2 packet crossed the link"; exit 1; }
+  roce_crossed_link "$b" || exit 1
 fi
 exit 0
