@@ -102,7 +102,9 @@ void enter_namespaces() {
 }
 
 // The library writes the view (and says where) when asked for the sysfs
-// root; asking it here keeps one writer of those files.
+// root; asking it here keeps one writer of those files. (Neither call
+// starts a thread: unshare(CLONE_NEWUSER), next, needs a single-threaded
+// process.)
 std::string sysfs_view(const std::string& libdir) {
   void* lib = dlopen((libdir + "/libibverbs.so.1").c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) die(std::string("dlopen: ") + dlerror());
