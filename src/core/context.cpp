@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/lid.h"
@@ -13,35 +14,44 @@
 
 namespace sv {
 
-Context* Context::create(ibv_device* dev) {
-  shm::Host* host = shm::Host::get();
-  if (!host) return nullptr;
-  int64_t idx = host->arena().take_context_index();
+bool Context::attach(shm::Host* h) {
+  int64_t idx = h->arena().take_context_index();
   if (idx < 0) {
     errno = EMFILE;
-    return nullptr;
+    return false;
   }
-  auto* c = new Context();
-  std::memset(static_cast<verbs_context*>(c), 0, sizeof(verbs_context));
-  c->host = host;
-  c->index = static_cast<uint32_t>(idx);
-  c->shared = &host->arena().contexts()[idx];
-  if (!c->async_bell.open(host->arena())) {
+  if (!async_bell.open(h->arena())) {
     int e = errno;
-    host->arena().give_context_index(c->index);
-    delete c;
+    h->arena().give_context_index(static_cast<uint32_t>(idx));
     errno = e;
-    return nullptr;
+    return false;
   }
-  shm::ContextShared* s = c->shared;
+  host = h;
+  fork_generation = shm::Host::fork_generation();
+  index = static_cast<uint32_t>(idx);
+  shared = &h->arena().contexts()[idx];
+  shm::ContextShared* s = shared;
   shm::robust_mutex_init(&s->lock);
   s->head.store(0);
   s->tail.store(0);
   s->dropped.store(0);
-  s->doorbell = c->async_bell.index();
-  s->doorbell_gen = c->async_bell.gen();
+  s->doorbell = async_bell.index();
+  s->doorbell_gen = async_bell.gen();
   s->in_use.store(1, std::memory_order_release);
+  return true;
+}
 
+Context* Context::create(ibv_device* dev) {
+  shm::Host* host = shm::Host::get();
+  if (!host) return nullptr;
+  auto* c = new Context();
+  std::memset(static_cast<verbs_context*>(c), 0, sizeof(verbs_context));
+  if (!c->attach(host)) {
+    int e = errno;
+    delete c;
+    errno = e;
+    return nullptr;
+  }
   ibv_context& ic = c->context;
   ic.device = dev;
   ic.async_fd = c->async_bell.read_fd();
@@ -53,6 +63,40 @@ Context* Context::create(ibv_device* dev) {
   c->sz = sizeof(verbs_context);
   link_watch::add(c);
   return c;
+}
+
+// In a fork() child: the context joins the child's own host (registry slot,
+// arena, doorbell) and keeps the descriptors the application knows
+// (async_fd, cmd_fd), now naming the child's. What the parent made with it
+// (QPs, CQs ...) lives in the parent's arena, which the child does not map:
+// it is forgotten, as a child cannot use a parent's queues on a NIC either.
+void Context::reopen_in_fork_child() {
+  static std::mutex reopen_mu;
+  std::lock_guard g(reopen_mu);
+  if (fork_generation == shm::Host::fork_generation()) return;
+  shm::Host* h = shm::Host::get();
+  // Locks a parent thread may have held at the fork start unlocked.
+  new (&gid_mu) std::mutex;
+  new (&objects_mu) std::mutex;
+  new (&async_mu) std::mutex;
+  pthread_mutex_init(&context.mutex, nullptr);
+  qps.clear();
+  cqs.clear();
+  srqs.clear();
+  gids.clear();
+  gids_read_ns = 0;
+  cq_count.store(0);
+  ah_count.store(0);
+  new (&async_bell) shm::Doorbell;
+  if (!h || !attach(h)) {
+    SV_ERROR("a context inherited through fork() cannot be reopened in the child: %s", strerror(errno));
+    std::abort();  // its memory is the parent's, unmapped here: no use of it could be safe
+  }
+  if (context.async_fd >= 0) dup2(async_bell.read_fd(), context.async_fd);
+  if (context.cmd_fd >= 0) dup2(h->arena().fd(), context.cmd_fd);
+  local_transport = make_local_transport ? make_local_transport(this) : nullptr;  // the parent's is left behind
+  link_watch::add(this);
+  SV_DEBUG("context inherited through fork() reopened in the child");
 }
 
 void Context::destroy() {

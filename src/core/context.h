@@ -22,13 +22,20 @@ struct Srq;
 class Transport;
 
 struct Context : verbs_context {
+  // Every verb reaches its context through here: a context a fork() child
+  // inherited is reopened in the child on its first use (mlx5's context works
+  // in a child that inherited its file; rdma-core's tests allocate device
+  // memory from forked children). The parent's objects stay the parent's.
   static Context* from(ibv_context* c) {
-    return static_cast<Context*>(reinterpret_cast<verbs_context*>(reinterpret_cast<uint8_t*>(c) -
-                                                                  offsetof(verbs_context, context)));
+    auto* ctx = static_cast<Context*>(reinterpret_cast<verbs_context*>(reinterpret_cast<uint8_t*>(c) -
+                                                                       offsetof(verbs_context, context)));
+    if (__builtin_expect(ctx->fork_generation != shm::Host::fork_generation(), 0)) ctx->reopen_in_fork_child();
+    return ctx;
   }
   ibv_context* ibv() { return &context; }
 
   shm::Host* host = nullptr;
+  uint32_t fork_generation = 0;  // shm::Host::fork_generation() when it was opened
   uint32_t index = 0;  // our ContextShared slot in the arena
   shm::ContextShared* shared = nullptr;
   shm::Doorbell async_bell;
@@ -61,6 +68,9 @@ struct Context : verbs_context {
   // opens the async doorbell. nullptr (errno set) on failure.
   static Context* create(ibv_device* dev);
   void destroy();
+  // Makes the per-context shared-memory transport (set by the verbs layer,
+  // which links the transports).
+  static inline Transport* (*make_local_transport)(Context*) = nullptr;
 
   // GID table access. Returns false when `index` holds no GID.
   bool gid_at(int index, GidEntry* out);
@@ -83,6 +93,8 @@ struct Context : verbs_context {
   Srq* srq_by_num(uint32_t srqn);
 
  private:
+  bool attach(shm::Host* h);  // takes a slot in h's arena and a doorbell; false + errno
+  void reopen_in_fork_child();
   void refresh_gids_locked();
 };
 

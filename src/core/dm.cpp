@@ -14,16 +14,25 @@ namespace {
 std::atomic<uint64_t> g_dm_in_use{0};
 std::atomic<uint32_t> g_next_dm_handle{1};
 
+// Device memory is reached in aligned 4-byte words, as mlx5's is
+// (mlx5_access_dm): a copy beyond the allocation is EFAULT, one at an offset
+// or of a length that is not a multiple of 4 is EINVAL.
+int check_copy(const Dm* dm, uint64_t offset, size_t len) {
+  if (offset > dm->length || len > dm->length - offset) return EFAULT;
+  if ((offset | len) & 3) return EINVAL;
+  return 0;
+}
+
 int copy_to(ibv_dm* d, uint64_t offset, const void* src, size_t len) {
   Dm* dm = Dm::from(d);
-  if (offset > dm->length || len > dm->length - offset) return EINVAL;
+  if (int e = check_copy(dm, offset, len)) return e;
   std::memcpy(dm->base + offset, src, len);
   return 0;
 }
 
 int copy_from(void* dst, ibv_dm* d, uint64_t offset, size_t len) {
   Dm* dm = Dm::from(d);
-  if (offset > dm->length || len > dm->length - offset) return EINVAL;
+  if (int e = check_copy(dm, offset, len)) return e;
   std::memcpy(dst, dm->base + offset, len);
   return 0;
 }

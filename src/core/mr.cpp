@@ -294,9 +294,10 @@ void unimport_mr(Mr* mr) {
 
 Mr* reg_dm_mr(Pd* pd, Dm* dm, uint64_t dm_offset, size_t length, unsigned access) {
   // Device memory MRs are zero-based: work requests address them from 0.
+  // Length 0 is an MR that grants nothing, as mlx5 registers it.
   const unsigned plain = access & ~static_cast<unsigned>(IBV_ACCESS_ZERO_BASED);
   if (!(access & IBV_ACCESS_ZERO_BASED) || on_demand(access) || check_access(plain) ||
-      length == 0 || dm_offset > dm->length || length > dm->length - dm_offset) {
+      dm_offset > dm->length || length > dm->length - dm_offset) {
     errno = EINVAL;
     return nullptr;
   }

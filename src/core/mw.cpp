@@ -79,29 +79,37 @@ int bind_mw_type1(Qp* qp, Mw* mw, const ibv_mw_bind& bind) {
   return 0;
 }
 
+// The bind rules of the IBA (C10-72..75, o10-36.2.x, o10-37.2.x), as rxe's
+// rxe_check_bind_mw applies them; any failure is IBV_WC_MW_BIND_ERR.
 ibv_wc_status execute_bind(Qp* qp, const SendWqe& w) {
   auto* mw = reinterpret_cast<Mw*>(w.compare_add);
   auto* mr = reinterpret_cast<Mr*>(w.swap);
   shm::Host& host = *qp->ctx->host;
   shm::MrEntry& e = host.arena().mr_table()[mw->index];
-  const unsigned access = w.imm;
-  if (mw->pd_obj != qp->pd_obj || shm::key_slot(w.rkey) != host.slot() ||
-      shm::key_index(w.rkey) != mw->index || (access & ~kWindowAccess))
+  // Only the remote rights and zero-basing mean anything for a window. Other
+  // bits (LOCAL_WRITE, as programs pass the MR's access word) are ignored,
+  // as rxe and mlx5 ignore them.
+  const unsigned access = w.imm & kWindowAccess;
+  const bool zero_based = w.imm & IBV_ACCESS_ZERO_BASED;
+  if (mw->pd_obj != qp->pd_obj || shm::key_slot(w.rkey) != host.slot() || shm::key_index(w.rkey) != mw->index)
     return IBV_WC_MW_BIND_ERR;
-  // A type 2 window is bound once, then invalidated before it binds again.
-  if (mw->type == IBV_MW_TYPE_2 && e.key.load(std::memory_order_acquire) != 0) return IBV_WC_MW_BIND_ERR;
-  if (!mr) {  // type 1, no MR: unbind
-    if (mw->type == IBV_MW_TYPE_2) return IBV_WC_MW_BIND_ERR;
-    e.key.store(0, std::memory_order_release);
-    return IBV_WC_SUCCESS;
-  }
-  if (mw->type == IBV_MW_TYPE_1 && w.length == 0) {  // zero length unbinds a type 1 window
-    e.key.store(0, std::memory_order_release);
-    return IBV_WC_SUCCESS;
+  if (mw->type == IBV_MW_TYPE_2) {
+    // Bound once, then invalidated before it binds again (o10-37.2.30); it
+    // cannot be unbound by binding nothing (o10-37.2.40).
+    if (e.key.load(std::memory_order_acquire) != 0 || !mr || w.length == 0) return IBV_WC_MW_BIND_ERR;
+  } else {
+    if (zero_based) return IBV_WC_MW_BIND_ERR;  // o10-36.2.2
+    if (!mr || w.length == 0) {                 // zero length (or no MR) unbinds a type 1 window
+      e.key.store(0, std::memory_order_release);
+      return IBV_WC_SUCCESS;
+    }
   }
   MrView v;
   if (!read_mr(host.arena().mr_table(), mr->lkey, &v) || v.mw || v.pd != qp->pd_obj->id ||
-      !(v.access & IBV_ACCESS_MW_BIND) || !v.covers(w.remote_addr, w.length) ||
+      (v.access & IBV_ACCESS_ZERO_BASED) ||  // windows bind to virtually addressed MRs only
+      !(v.access & IBV_ACCESS_MW_BIND) ||    // C10-73
+      !v.covers(w.remote_addr, w.length) ||  // C10-75
+      // C10-74: a window that lets peers write needs an MR the HCA may write.
       ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(v.access & IBV_ACCESS_LOCAL_WRITE)))
     return IBV_WC_MW_BIND_ERR;
   // The old rkey (type 1 rebinding) dies before the entry changes.
@@ -109,7 +117,8 @@ ibv_wc_status execute_bind(Qp* qp, const SendWqe& w) {
   e.pd = v.pd;
   e.access = access | (v.access & IBV_ACCESS_LOCAL_WRITE);
   e.path = v.path;
-  e.iova = w.remote_addr;
+  // A zero-based window's addresses start at 0 at the bound address.
+  e.iova = zero_based ? 0 : w.remote_addr;
   e.length = w.length;
   e.vaddr = v.owner_vaddr(w.remote_addr);
   e.overlay_off = v.overlay_off;

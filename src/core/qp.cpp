@@ -183,16 +183,15 @@ int check_attr_values(Qp* qp, const ibv_qp_attr& a, int mask) {
   if ((mask & IBV_QP_PATH_MTU) && (raw_enum(a.path_mtu) < IBV_MTU_256 || raw_enum(a.path_mtu) > IBV_MTU_4096))
     return EINVAL;
   if ((mask & IBV_QP_TIMEOUT) && a.timeout > 31) return EINVAL;
-  if ((mask & IBV_QP_RETRY_CNT) && a.retry_cnt > 7) return EINVAL;
-  if ((mask & IBV_QP_RNR_RETRY) && a.rnr_retry > 7) return EINVAL;
-  if ((mask & IBV_QP_MIN_RNR_TIMER) && a.min_rnr_timer > 31) return EINVAL;
+  // retry_cnt, rnr_retry and min_rnr_timer above their 3- and 5-bit wire
+  // fields are accepted, as the kernel, rxe and mlx5 accept them (they
+  // store or truncate them); apply_attrs says what they mean here.
   if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a.max_rd_atomic > limits::kMaxQpInitRdAtom) return EINVAL;
   if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a.max_dest_rd_atomic > limits::kMaxQpRdAtom) return EINVAL;
-  if ((mask & IBV_QP_ACCESS_FLAGS) &&
-      (a.qp_access_flags & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                             IBV_ACCESS_REMOTE_ATOMIC)))
-    return EINVAL;
-  if ((mask & IBV_QP_DEST_QPN) && a.dest_qp_num > 0xffffff) return EINVAL;
+  // Access flags are not checked: programs pass the word they gave
+  // ibv_reg_mr (LOCAL_WRITE, ON_DEMAND, MW_BIND ...), and the kernel, rxe and
+  // mlx5 accept it and use its remote bits. A destination QPN is 24 bits on
+  // the wire; mlx5 keeps those, as we do.
   return 0;
 }
 
@@ -221,15 +220,17 @@ void apply_attrs(Qp* qp, const ibv_qp_attr& a, int mask) {
   }
   if (mask & IBV_QP_DEST_QPN) {
     q.dest_qp_num = a.dest_qp_num;
-    s->dest_qpn = qp->peer.qpn = a.dest_qp_num;
+    s->dest_qpn = qp->peer.qpn = a.dest_qp_num & 0xffffff;
     qp->conn.forget();
   }
   if (mask & IBV_QP_RQ_PSN) s->rq_psn = q.rq_psn = a.rq_psn & 0xffffff;
   if (mask & IBV_QP_SQ_PSN) q.sq_psn = a.sq_psn & 0xffffff;
   if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) s->max_dest_rd_atomic = q.max_dest_rd_atomic = a.max_dest_rd_atomic;
   if (mask & IBV_QP_MAX_QP_RD_ATOMIC) q.max_rd_atomic = a.max_rd_atomic;
-  if (mask & IBV_QP_MIN_RNR_TIMER) s->min_rnr_timer = q.min_rnr_timer = a.min_rnr_timer;
+  // Reported as given (as rxe does); used through the 5-bit AETH field.
+  if (mask & IBV_QP_MIN_RNR_TIMER) s->min_rnr_timer = (q.min_rnr_timer = a.min_rnr_timer) & 31;
   if (mask & IBV_QP_TIMEOUT) q.timeout = a.timeout;
+  // Reported as given; used through retry_budget() and rnr_retry_budget().
   if (mask & IBV_QP_RETRY_CNT) q.retry_cnt = a.retry_cnt;
   if (mask & IBV_QP_RNR_RETRY) q.rnr_retry = a.rnr_retry;
   if (mask & IBV_QP_PATH_MIG_STATE) q.path_mig_state = a.path_mig_state;
@@ -428,8 +429,8 @@ int modify_qp(Qp* qp, ibv_qp_attr* attr, int mask) {
   }
   apply_attrs(qp, *attr, mask);
   if (next == IBV_QPS_RTS && cur != IBV_QPS_RTS) {
-    qp->retry_left = qp->attr.retry_cnt;
-    qp->rnr_left = qp->attr.rnr_retry;
+    qp->retry_left = retry_budget(qp->attr.retry_cnt);
+    qp->rnr_left = rnr_retry_budget(qp->attr.rnr_retry);
   }
   if (next == IBV_QPS_ERR) {
     enter_error_locked(qp);

@@ -71,8 +71,8 @@ void complete(Qp* qp, uint64_t pos, ibv_wc_status status) {
   }
   qp->sq_exec = pos + 1;
   qp->resume_at_ns = 0;
-  qp->retry_left = qp->attr.retry_cnt;
-  qp->rnr_left = qp->attr.rnr_retry;
+  qp->retry_left = retry_budget(qp->attr.retry_cnt);
+  qp->rnr_left = rnr_retry_budget(qp->attr.rnr_retry);
 }
 
 // A send error ends the WQE with `status`. RC QPs move to ERR; UC and UD

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sys/prctl.h>
 
+#include <atomic>
 #include <cerrno>
 #include <mutex>
 
@@ -15,6 +16,7 @@ namespace {
 
 std::mutex g_attach_mu;
 Host* g_host = nullptr;
+std::atomic<uint32_t> g_fork_generation{0};
 
 void before_fork() {
   g_attach_mu.lock();
@@ -36,6 +38,7 @@ void forget_host_in_child() {
   g_host = nullptr;
   new (&g_attach_mu) std::mutex;
   keeper_forget_after_fork();
+  g_fork_generation.fetch_add(1, std::memory_order_release);
 }
 
 // Registered at load time, before the application can register its own
@@ -76,6 +79,8 @@ Host* Host::get() {
   g_host = new Host(reg, arena, slot, inc);
   return g_host;
 }
+
+uint32_t Host::fork_generation() { return g_fork_generation.load(std::memory_order_acquire); }
 
 void Host::allow_cross_memory_attach() {
   if (cma_allowed_) return;

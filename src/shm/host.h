@@ -17,6 +17,9 @@ class Host {
  public:
   // nullptr (errno set) if the host cannot be joined.
   static Host* get();
+  // Bumped in every fork() child: objects made before it belong to the
+  // parent (Context::from reopens an inherited context in the child).
+  static uint32_t fork_generation();
 
   Registry& registry() { return *registry_; }
   Arena& arena() { return *arena_; }

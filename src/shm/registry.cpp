@@ -61,6 +61,15 @@ Registry* Registry::open_or_create() {
     return nullptr;
   }
   flock(fd, LOCK_EX);
+  // The size again, under the lock: read before it, it may be that of the
+  // empty file another process has initialised since, and taking it for new
+  // would wipe the slots that process and others have claimed meanwhile
+  // (processes starting together in a new domain shared slots).
+  if (fstat(fd, &st) != 0) {
+    flock(fd, LOCK_UN);
+    ::close(fd);
+    return nullptr;
+  }
   bool fresh = false;
   if (static_cast<size_t>(st.st_size) < sizeof(RegistryHeader)) {
     if (ftruncate(fd, sizeof(RegistryHeader)) != 0) {

@@ -286,7 +286,7 @@ Response Engine::start_reliable(const Message& m) {
   s.next_psn = psn_add(s.next_psn, o.npsn);
   if (s.out.size() == 1) {  // the timer starts with the first unanswered message
     s.timeout = m.qp->attr.timeout;
-    s.retry_cnt = m.qp->attr.retry_cnt;
+    s.retry_cnt = retry_budget(m.qp->attr.retry_cnt);
     restart_timer(s, true);
   }
   pump(s);

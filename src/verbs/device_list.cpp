@@ -73,7 +73,10 @@ SV_EXPORT_1_1(ibv_open_device) ibv_context* sv_ibv_open_device(ibv_device* devic
     Context* ctx = Context::create(device);
     if (!ctx) return nullptr;
     ctx->remote_transport = RoceTransport::get();
-    ctx->local_transport = new ShmTransport(*ctx->host, ctx->remote_transport);
+    Context::make_local_transport = [](Context* c) -> Transport* {
+      return new ShmTransport(*c->host, c->remote_transport);
+    };
+    ctx->local_transport = Context::make_local_transport(ctx);
     abi::install_context_ops(ctx->ibv());
     return ctx->ibv();
   });

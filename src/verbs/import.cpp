@@ -60,7 +60,10 @@ SV_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
     ::close(ctx->context.cmd_fd);
     ctx->context.cmd_fd = cmd_fd;
     ctx->remote_transport = RoceTransport::get();
-    ctx->local_transport = new ShmTransport(*ctx->host, ctx->remote_transport);
+    Context::make_local_transport = [](Context* c) -> Transport* {
+      return new ShmTransport(*c->host, c->remote_transport);
+    };
+    ctx->local_transport = Context::make_local_transport(ctx);
     abi::install_context_ops(ctx->ibv());
     return ctx->ibv();
   });

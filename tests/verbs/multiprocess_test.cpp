@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -458,6 +459,50 @@ TEST(MultiProcess, ForkKeepsRegisteredMemoryPrivate) {
   EXPECT_EQ(std::memcmp(dst.bytes.data(), heap + 1000, 4096), 0);
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
   std::free(heap);
+}
+
+// Children forked after the parent opened the device use the parent's
+// context, as rdma-core's test_multi_process_alloc_dm does on mlx5: each
+// allocates device memory at the same moment, copies through it, makes a
+// PD, an MR and a CQ, and the parent's context goes on working. (The
+// children crashed on the parent's unmapped arena; the parent waited for
+// their results forever.)
+TEST(MultiProcess, ForkChildrenUseTheParentsContext) {
+  SV_SKIP_IF_FORK_UNSUPPORTED();
+  Device dev;
+  ibv_device_attr_ex attr{};
+  ASSERT_EQ(ibv_query_device_ex(dev.ctx, nullptr, &attr), 0);
+  ASSERT_GT(attr.max_dm_size, 0u);
+  const uint64_t size = attr.max_dm_size / 2 / 5 & ~uint64_t{3};
+  std::vector<std::unique_ptr<Child>> kids;
+  for (int i = 0; i < 5; ++i) {
+    kids.push_back(std::make_unique<Child>([&, i]() -> int {
+      ibv_alloc_dm_attr a{};
+      a.length = size;
+      ibv_dm* dm = ibv_alloc_dm(dev.ctx, &a);
+      if (!dm) return 10 + (errno & 63);
+      std::vector<uint8_t> in(size), out(size);
+      fill_pattern(in.data(), size, static_cast<uint8_t>(i));
+      if (ibv_memcpy_to_dm(dm, 0, in.data(), size) || ibv_memcpy_from_dm(out.data(), dm, 0, size)) return 80;
+      if (in != out) return 81;
+      ibv_pd* pd = ibv_alloc_pd(dev.ctx);
+      if (!pd) return 82;
+      ibv_mr* mr = ibv_reg_mr(pd, in.data(), size, IBV_ACCESS_LOCAL_WRITE);
+      ibv_cq* cq = ibv_create_cq(dev.ctx, 4, nullptr, nullptr, 0);
+      if (!mr || !cq) return 83;
+      if (ibv_destroy_cq(cq) || ibv_dereg_mr(mr) || ibv_dealloc_pd(pd) || ibv_free_dm(dm)) return 84;
+      return 0;
+    }));
+  }
+  for (auto& k : kids) {
+    ASSERT_TRUE(k->started());
+    EXPECT_EQ(k->wait(20000), 0) << "child exit code (10+errno: alloc failed; 128+signal: killed)";
+  }
+  ibv_alloc_dm_attr a{};
+  a.length = 4096;
+  ibv_dm* dm = ibv_alloc_dm(dev.ctx, &a);
+  ASSERT_NE(dm, nullptr) << "the parent's context after its children";
+  EXPECT_EQ(ibv_free_dm(dm), 0);
 }
 
 }  // namespace

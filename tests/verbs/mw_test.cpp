@@ -320,3 +320,201 @@ TEST(Mw, ExtendedPostApiBindsInvalidatesAndSendsWithInvalidate) {
   ibv_destroy_cq(cq_a);
   ibv_destroy_cq(cq_b);
 }
+
+// The windows of rdma-core's own test (tests/test_mr.py MWRC): an MR with
+// LOCAL_WRITE | MW_BIND only, windows granting REMOTE_WRITE (with the
+// meaningless LOCAL_WRITE in their access word, as programs pass it), RC
+// QPs with LOCAL_WRITE | REMOTE_WRITE. The spec (C10-74) and rxe need only
+// local write on the MR for a window that grants remote write; each bind form
+// works, and each invalidation takes the window away.
+namespace {
+
+constexpr int kBindOnlyMr = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND;
+constexpr unsigned kWindowWrite = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+
+// Two RC QPs (send ops for the ibv_wr_* forms) whose access word is the
+// MWRC one.
+struct MwrcPair {
+  ibv_cq* cq_a = nullptr;
+  ibv_cq* cq_b = nullptr;
+  ibv_qp* a = nullptr;
+  ibv_qp* b = nullptr;
+  explicit MwrcPair(Device& dev) {
+    cq_a = ibv_create_cq(dev.ctx, 32, nullptr, nullptr, 0);
+    cq_b = ibv_create_cq(dev.ctx, 32, nullptr, nullptr, 0);
+    ibv_qp_init_attr_ex ia{};
+    ia.qp_type = IBV_QPT_RC;
+    ia.cap.max_send_wr = ia.cap.max_recv_wr = 16;
+    ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+    ia.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    ia.pd = dev.pd;
+    ia.send_ops_flags = IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV |
+                        IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND;
+    ia.send_cq = ia.recv_cq = cq_a;
+    a = ibv_create_qp_ex(dev.ctx, &ia);
+    ia.send_cq = ia.recv_cq = cq_b;
+    b = ibv_create_qp_ex(dev.ctx, &ia);
+    if (!a || !b) return;
+    for (auto [qp, peer] : {std::pair{a, b}, std::pair{b, a}}) {
+      ibv_qp_attr at = valid_attr(dev.ctx, peer->qp_num);
+      at.qp_state = IBV_QPS_INIT;
+      at.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+      EXPECT_EQ(ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+      EXPECT_EQ(to_rtr(qp, peer->qp_num), 0);
+      EXPECT_EQ(to_rts(qp), 0);
+    }
+  }
+  ~MwrcPair() {
+    if (a) ibv_destroy_qp(a);
+    if (b) ibv_destroy_qp(b);
+    ibv_destroy_cq(cq_a);
+    ibv_destroy_cq(cq_b);
+  }
+  // a writes 256 bytes of `src` through `rkey` at `addr`: its status.
+  ibv_wc_status write(Buffer& src, uint64_t addr, uint32_t rkey) {
+    ibv_sge s = src.sge(0, 256);
+    return post_and_wait(a, cq_a, rdma_wr(&s, IBV_WR_RDMA_WRITE, addr, rkey));
+  }
+};
+
+}  // namespace
+
+TEST(Mw, Type1OnALocalWriteOnlyMrCarriesWritesUntilUnbound) {
+  Device dev;
+  MwrcPair p(dev);
+  ASSERT_TRUE(p.a && p.b);
+  Buffer mem(dev.pd, 4096, kBindOnlyMr), src(dev.pd, 4096);
+  fill_pattern(src.bytes.data(), 4096, 21);
+  ibv_mw* mw = ibv_alloc_mw(dev.pd, IBV_MW_TYPE_1);
+  ASSERT_NE(mw, nullptr);
+  ASSERT_EQ(type1_bind(p.b, p.cq_b, mw, mem.mr, mem.addr(), 4096, kWindowWrite), IBV_WC_SUCCESS);
+  EXPECT_EQ(p.write(src, mem.addr() + 100, mw->rkey), IBV_WC_SUCCESS);
+  EXPECT_TRUE(has_pattern(mem.bytes.data() + 100, 256, 21));
+  // Zero length unbinds it (rdma-core's invalidate_mw_type1).
+  ASSERT_EQ(type1_bind(p.b, p.cq_b, mw, mem.mr, mem.addr(), 0, 0), IBV_WC_SUCCESS);
+  EXPECT_EQ(p.write(src, mem.addr(), mw->rkey), IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(ibv_dealloc_mw(mw), 0);
+}
+
+TEST(Mw, Type2OnALocalWriteOnlyMrThroughEachBindFormAndEachInvalidation) {
+  enum class Bind { kPostSend, kWrApi };
+  enum class Invalidate { kLocal, kRemote, kDealloc };
+  for (Bind how : {Bind::kPostSend, Bind::kWrApi}) {
+    for (Invalidate inv : {Invalidate::kLocal, Invalidate::kRemote, Invalidate::kDealloc}) {
+      SCOPED_TRACE(testing::Message() << "bind " << int(how) << " invalidate " << int(inv));
+      Device dev;
+      MwrcPair p(dev);
+      ASSERT_TRUE(p.a && p.b);
+      Buffer mem(dev.pd, 4096, kBindOnlyMr), src(dev.pd, 4096), in(dev.pd, 4096);
+      fill_pattern(src.bytes.data(), 4096, 22);
+      ibv_mw* mw = ibv_alloc_mw(dev.pd, IBV_MW_TYPE_2);
+      ASSERT_NE(mw, nullptr);
+      const uint32_t rkey = ibv_inc_rkey(mw->rkey);
+      if (how == Bind::kPostSend) {
+        ASSERT_EQ(bind_type2(p.b, p.cq_b, mw, rkey, mem.mr, mem.addr(), 4096, kWindowWrite), IBV_WC_SUCCESS);
+      } else {
+        ibv_qp_ex* bx = ibv_qp_to_qp_ex(p.b);
+        ibv_mw_bind_info info{mem.mr, mem.addr(), 4096, kWindowWrite};
+        ibv_wr_start(bx);
+        bx->wr_id = 1;
+        bx->wr_flags = IBV_SEND_SIGNALED;
+        ibv_wr_bind_mw(bx, mw, rkey, &info);
+        ASSERT_EQ(ibv_wr_complete(bx), 0);
+        auto wc = wait_wc(p.cq_b, 1);
+        ASSERT_EQ(wc.size(), 1u);
+        ASSERT_EQ(wc[0].status, IBV_WC_SUCCESS);
+      }
+      EXPECT_EQ(p.write(src, mem.addr() + 8, rkey), IBV_WC_SUCCESS);
+      EXPECT_TRUE(has_pattern(mem.bytes.data() + 8, 256, 22));
+      if (inv == Invalidate::kLocal) {
+        ibv_send_wr w{};
+        w.opcode = IBV_WR_LOCAL_INV;
+        w.send_flags = IBV_SEND_SIGNALED;
+        w.invalidate_rkey = rkey;
+        ASSERT_EQ(post_and_wait(p.b, p.cq_b, w), IBV_WC_SUCCESS);
+      } else if (inv == Invalidate::kRemote) {
+        ASSERT_EQ(post_recv(p.b, 9, in.sge(0, 4096)), 0);
+        ibv_sge s = src.sge(0, 16);
+        ibv_send_wr w = make_wr(8, &s, 1, IBV_WR_SEND_WITH_INV);
+        w.invalidate_rkey = rkey;
+        ASSERT_EQ(post_and_wait(p.a, p.cq_a, w), IBV_WC_SUCCESS);
+        auto wc = wait_wc(p.cq_b, 1);
+        ASSERT_EQ(wc.size(), 1u);
+        EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+        EXPECT_TRUE(wc[0].wc_flags & IBV_WC_WITH_INV);
+      } else {
+        ASSERT_EQ(ibv_dealloc_mw(mw), 0);  // a bound type 2 window may be deallocated
+        mw = nullptr;
+      }
+      EXPECT_EQ(p.write(src, mem.addr(), rkey), IBV_WC_REM_ACCESS_ERR);
+      if (mw) {
+        EXPECT_EQ(ibv_dealloc_mw(mw), 0);
+      }
+    }
+  }
+}
+
+// Each bind rule of the IBA as rxe applies it (rxe_check_bind_mw): the
+// bind completes with IBV_WC_MW_BIND_ERR, and nothing else.
+TEST(Mw, EveryBindRuleOfTheSpec) {
+  Device dev;
+  Buffer mem(dev.pd, 8192, kBindOnlyMr), no_bind(dev.pd, 4096, IBV_ACCESS_LOCAL_WRITE),
+      read_only(dev.pd, 4096, IBV_ACCESS_MW_BIND), src(dev.pd, 4096);
+  fill_pattern(src.bytes.data(), 4096, 23);
+  struct Row {
+    const char* name;
+    ibv_mr* mr;
+    uint64_t addr, len;
+    unsigned access;
+    ibv_wc_status want;
+  };
+  const Row rows[] = {
+      {"within the MR", mem.mr, mem.addr() + 4096, 4096, kWindowWrite, IBV_WC_SUCCESS},
+      {"remote read on an MR without local write", read_only.mr, read_only.addr(), 4096, IBV_ACCESS_REMOTE_READ,
+       IBV_WC_SUCCESS},
+      {"zero length (type 2 cannot unbind by binding)", mem.mr, mem.addr(), 0, kWindowWrite, IBV_WC_MW_BIND_ERR},
+      {"no MW_BIND on the MR (C10-73)", no_bind.mr, no_bind.addr(), 4096, kWindowWrite, IBV_WC_MW_BIND_ERR},
+      {"remote write, MR without local write (C10-74)", read_only.mr, read_only.addr(), 4096,
+       IBV_ACCESS_REMOTE_WRITE, IBV_WC_MW_BIND_ERR},
+      {"remote atomic, MR without local write (C10-74)", read_only.mr, read_only.addr(), 4096,
+       IBV_ACCESS_REMOTE_ATOMIC, IBV_WC_MW_BIND_ERR},
+      {"beyond the MR's end (C10-75)", mem.mr, mem.addr() + 4096, 4097, kWindowWrite, IBV_WC_MW_BIND_ERR},
+      {"before the MR's start (C10-75)", mem.mr, mem.addr() - 1, 16, kWindowWrite, IBV_WC_MW_BIND_ERR},
+  };
+  for (const Row& r : rows) {
+    SCOPED_TRACE(r.name);
+    MwrcPair p(dev);
+    ASSERT_TRUE(p.a && p.b);
+    ibv_mw* mw = ibv_alloc_mw(dev.pd, IBV_MW_TYPE_2);
+    ASSERT_NE(mw, nullptr);
+    const uint32_t rkey = ibv_inc_rkey(mw->rkey);
+    EXPECT_EQ(bind_type2(p.b, p.cq_b, mw, rkey, r.mr, r.addr, r.len, r.access), r.want);
+    if (r.want != IBV_WC_SUCCESS) {
+      EXPECT_EQ(qp_state(p.b), IBV_QPS_ERR);  // a bind error is a QP error, as any failed WR's
+    } else if (r.access & IBV_ACCESS_REMOTE_WRITE) {
+      EXPECT_EQ(p.write(src, r.addr, rkey), IBV_WC_SUCCESS);
+      EXPECT_EQ(p.write(src, r.addr + r.len - 255, rkey), IBV_WC_REM_ACCESS_ERR) << "one byte past the window";
+    }
+    EXPECT_EQ(ibv_dealloc_mw(mw), 0);
+  }
+  // A type 2 window binds through a QP of its own PD only (C10-72).
+  ibv_pd* other = ibv_alloc_pd(dev.ctx);
+  ibv_mw* foreign = ibv_alloc_mw(other, IBV_MW_TYPE_2);
+  ASSERT_NE(foreign, nullptr);
+  MwrcPair p(dev);
+  EXPECT_EQ(bind_type2(p.b, p.cq_b, foreign, ibv_inc_rkey(foreign->rkey), mem.mr, mem.addr(), 64, kWindowWrite),
+            IBV_WC_MW_BIND_ERR);
+  EXPECT_EQ(ibv_dealloc_mw(foreign), 0);
+  // A zero-based type 2 window: its addresses start at 0 where it was bound.
+  MwrcPair z(dev);
+  ibv_mw* zb = ibv_alloc_mw(dev.pd, IBV_MW_TYPE_2);
+  const uint32_t zkey = ibv_inc_rkey(zb->rkey);
+  ASSERT_EQ(bind_type2(z.b, z.cq_b, zb, zkey, mem.mr, mem.addr() + 1000, 1000,
+                       IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_ZERO_BASED),
+            IBV_WC_SUCCESS);
+  EXPECT_EQ(z.write(src, 10, zkey), IBV_WC_SUCCESS);
+  EXPECT_TRUE(has_pattern(mem.bytes.data() + 1010, 256, 23));
+  EXPECT_EQ(z.write(src, 1000 - 255, zkey), IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(ibv_dealloc_mw(zb), 0);
+  ibv_dealloc_pd(other);
+}

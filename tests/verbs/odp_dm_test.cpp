@@ -253,8 +253,17 @@ TEST(DeviceMemory, AllocCopyAndFreeFollowTheManPage) {
   EXPECT_EQ(ibv_memcpy_to_dm(dm, 0, in, sizeof in), 0);
   EXPECT_EQ(ibv_memcpy_from_dm(out, dm, 0, sizeof out), 0);
   EXPECT_EQ(std::memcmp(in, out, sizeof in), 0);
-  EXPECT_EQ(ibv_memcpy_to_dm(dm, 4000, in, 100), EINVAL);  // past the end
-  EXPECT_EQ(ibv_memcpy_from_dm(out, dm, 4097, 1), EINVAL);
+  // Beyond the allocation: EFAULT; device memory is copied in aligned
+  // 4-byte words, so an offset or length off that grain is EINVAL (mlx5).
+  EXPECT_EQ(ibv_memcpy_to_dm(dm, 4000, in, 100), EFAULT);
+  EXPECT_EQ(ibv_memcpy_from_dm(out, dm, 4100, 4), EFAULT);
+  EXPECT_EQ(ibv_memcpy_from_dm(out, dm, 0, 4100), EFAULT);
+  EXPECT_EQ(ibv_memcpy_to_dm(dm, 3, in, 4), EINVAL);
+  EXPECT_EQ(ibv_memcpy_to_dm(dm, 4, in, 3), EINVAL);
+  EXPECT_EQ(ibv_memcpy_from_dm(out, dm, 2, 8), EINVAL);
+  EXPECT_EQ(ibv_memcpy_from_dm(out, dm, 8, 6), EINVAL);
+  EXPECT_EQ(ibv_memcpy_to_dm(dm, 4092, in, 4), 0);  // the last word
+  EXPECT_EQ(ibv_memcpy_from_dm(out, dm, 16, 0), 0);
   EXPECT_EQ(ibv_free_dm(dm), 0);
 }
 
@@ -272,6 +281,11 @@ TEST(DeviceMemory, ZeroBasedMrCarriesRdmaAndSends) {
   errno = 0;
   EXPECT_EQ(ibv_reg_dm_mr(dev.pd, dm, 16000, 4096, kAll | IBV_ACCESS_ZERO_BASED), nullptr);  // past the end
   EXPECT_EQ(errno, EINVAL);
+  // Length 0 registers (as mlx5 does, and rdma-core's test_create_dm_mr
+  // expects); the MR grants no byte.
+  ibv_mr* empty = ibv_reg_dm_mr(dev.pd, dm, 0, 0, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ZERO_BASED);
+  ASSERT_NE(empty, nullptr) << strerror(errno);
+  EXPECT_EQ(empty->length, 0u);
   ibv_mr* mr = ibv_reg_dm_mr(dev.pd, dm, 4096, 8192, kAll | IBV_ACCESS_ZERO_BASED);
   ASSERT_NE(mr, nullptr) << strerror(errno);
   EXPECT_EQ(ibv_free_dm(dm), EBUSY);  // an MR still maps it
@@ -303,5 +317,7 @@ TEST(DeviceMemory, ZeroBasedMrCarriesRdmaAndSends) {
   wr = rdma_wr(&s, IBV_WR_RDMA_WRITE, 8192 - 100, mr->rkey);
   EXPECT_EQ(post_and_wait(q.a, q.cq_a, wr), IBV_WC_REM_ACCESS_ERR);
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  EXPECT_EQ(ibv_free_dm(dm), EBUSY);  // the empty MR maps it too
+  EXPECT_EQ(ibv_dereg_mr(empty), 0);
   EXPECT_EQ(ibv_free_dm(dm), 0);
 }

@@ -601,13 +601,16 @@ std::vector<Case> value_cases() {
         [](ibv_qp_attr& a) { a.ah_attr.grh.sgid_index = static_cast<uint8_t>(shared().pattr.gid_tbl_len); }, EINVAL);
     row("AhSgidIndex255", t, I, RTR, 0, [](ibv_qp_attr& a) { a.ah_attr.grh.sgid_index = 255; }, EINVAL);
     row("AhPortNum2", t, I, RTR, 0, [](ibv_qp_attr& a) { a.ah_attr.port_num = 2; }, EINVAL);
-    row("DestQpn24BitsPlusOne", t, I, RTR, 0, [](ibv_qp_attr& a) { a.dest_qp_num = 0x1000000; }, EINVAL);
-    row("DestQpnAllOnes", t, I, RTR, 0, [](ibv_qp_attr& a) { a.dest_qp_num = 0xffffffff; }, EINVAL);
+    // The kernel and mlx5 keep the QPN's 24 wire bits; nobody refuses more.
+    row("DestQpn24BitsPlusOneAccepted", t, I, RTR, 0, [](ibv_qp_attr& a) { a.dest_qp_num = 0x1000000; }, 0);
+    row("DestQpnAllOnesAccepted", t, I, RTR, 0, [](ibv_qp_attr& a) { a.dest_qp_num = 0xffffffff; }, 0);
     row("DestQpnFFFFFFAccepted", t, I, RTR, 0, [](ibv_qp_attr& a) { a.dest_qp_num = 0xffffff; }, 0);
     row("SqdAvNotGlobal", t, SQD, SQD, IBV_QP_AV, [](ibv_qp_attr& a) { a.ah_attr.is_global = 0; }, EINVAL);
   }
   const ibv_qp_type RC = IBV_QPT_RC;
-  row("MinRnrTimer32", RC, I, RTR, 0, [](ibv_qp_attr& a) { a.min_rnr_timer = 32; }, EINVAL);
+  // Values beyond the wire fields that the kernel, rxe and mlx5 all accept
+  // (stored or truncated): refusing them broke programs that work there.
+  row("MinRnrTimer32Accepted", RC, I, RTR, 0, [](ibv_qp_attr& a) { a.min_rnr_timer = 32; }, 0);
   row("MinRnrTimer31Accepted", RC, I, RTR, 0, [](ibv_qp_attr& a) { a.min_rnr_timer = 31; }, 0);
   row("MaxDestRdAtomicAboveDevice", RC, I, RTR, 0,
       [](ibv_qp_attr& a) { a.max_dest_rd_atomic = static_cast<uint8_t>(shared().dattr.max_qp_rd_atom + 1); }, EINVAL);
@@ -615,17 +618,27 @@ std::vector<Case> value_cases() {
       [](ibv_qp_attr& a) { a.max_dest_rd_atomic = static_cast<uint8_t>(shared().dattr.max_qp_rd_atom); }, 0);
   row("Timeout32", RC, RTR, RTS, 0, [](ibv_qp_attr& a) { a.timeout = 32; }, EINVAL);
   row("Timeout31Accepted", RC, RTR, RTS, 0, [](ibv_qp_attr& a) { a.timeout = 31; }, 0);
-  row("RetryCnt8", RC, RTR, RTS, 0, [](ibv_qp_attr& a) { a.retry_cnt = 8; }, EINVAL);
-  row("RnrRetry8", RC, RTR, RTS, 0, [](ibv_qp_attr& a) { a.rnr_retry = 8; }, EINVAL);
+  row("RetryCnt8Accepted", RC, RTR, RTS, 0, [](ibv_qp_attr& a) { a.retry_cnt = 8; }, 0);
+  row("RnrRetry8Accepted", RC, RTR, RTS, 0, [](ibv_qp_attr& a) { a.rnr_retry = 8; }, 0);
   row("MaxRdAtomicAboveDevice", RC, RTR, RTS, 0,
       [](ibv_qp_attr& a) { a.max_rd_atomic = static_cast<uint8_t>(shared().dattr.max_qp_init_rd_atom + 1); }, EINVAL);
   row("MaxRdAtomicAtDeviceLimit", RC, RTR, RTS, 0,
       [](ibv_qp_attr& a) { a.max_rd_atomic = static_cast<uint8_t>(shared().dattr.max_qp_init_rd_atom); }, 0);
-  row("MinRnrTimer32OnRts", RC, RTS, RTS, IBV_QP_MIN_RNR_TIMER, [](ibv_qp_attr& a) { a.min_rnr_timer = 32; },
-      EINVAL);
+  row("MinRnrTimer32OnRtsAccepted", RC, RTS, RTS, IBV_QP_MIN_RNR_TIMER, [](ibv_qp_attr& a) { a.min_rnr_timer = 32; },
+      0);
   row("SqdPort2", RC, SQD, SQD, IBV_QP_PORT, [](ibv_qp_attr& a) { a.port_num = 2; }, EINVAL);
   row("SqdTimeout32", RC, SQD, SQD, IBV_QP_TIMEOUT, [](ibv_qp_attr& a) { a.timeout = 32; }, EINVAL);
-  row("SqdRetryCnt8", RC, SQD, SQD, IBV_QP_RETRY_CNT, [](ibv_qp_attr& a) { a.retry_cnt = 8; }, EINVAL);
+  row("SqdRetryCnt8Accepted", RC, SQD, SQD, IBV_QP_RETRY_CNT, [](ibv_qp_attr& a) { a.retry_cnt = 8; }, 0);
+  // The access word programs pass to ibv_reg_mr and ibv_modify_qp alike (ODP
+  // programs do): the kernel, rxe and mlx5 take it and use its remote bits.
+  for (ibv_qp_type t : {IBV_QPT_RC, IBV_QPT_UC}) {
+    row("AccessFlagsWithMrOnlyBitsAccepted", t, R, I, 0,
+        [](ibv_qp_attr& a) {
+          a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND | IBV_ACCESS_REMOTE_READ |
+                              IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND;
+        },
+        0);
+  }
 
   // Without IBV_QP_STATE the QP stays where it is: the mask is checked as the
   // transition from the current state to itself.

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The README's process limit is the one an application meets: as many
+# processes as it says open the device at once, in a domain of their own,
+# and the next one gets EAGAIN (and opening never hangs or crashes).
+# usage: process_limit.sh <process_limit_tool> <README.md>
+set -u
+tool=$1 readme=$2
+limit=$(grep -oE '[0-9]+ processes per domain' "$readme" | grep -oE '^[0-9]+') ||
+  { echo "the README states no process limit"; exit 1; }
+export SOFTVERBS_DOMAIN=limit$$
+trap 'rm -f /dev/shm/softverbs-limit$$.v*' EXIT
+out=$(timeout 120 "$tool" $((limit + 1))) || { echo "tool failed: $out"; exit 1; }
+echo "$out (README says $limit)"
+opened=$(sed -E 's/.* opened ([0-9]+) .*/\1/' <<<"$out")
+first_error=$(sed -E 's/.* first_error ([0-9]+) .*/\1/' <<<"$out")
+[ "$opened" = "$limit" ] || { echo "FAIL: $opened processes opened the device, the README says $limit"; exit 1; }
+[ "$first_error" = "$(python3 -c 'import errno; print(errno.EAGAIN)')" ] ||
+  { echo "FAIL: process $((limit + 1)) got errno $first_error, not EAGAIN"; exit 1; }
+echo "PASS: $limit processes open the device at once, the next gets EAGAIN"

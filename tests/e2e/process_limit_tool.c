@@ -1,0 +1,62 @@
+// Opens the first device in N child processes at once, each holding it open
+// until all have tried, and prints how many opened it and the errno of the
+// first that could not: the per-domain process limit as an application sees it.
+#include <errno.h>
+#include <infiniband/verbs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int open_first_device(void) {
+  int n = 0;
+  struct ibv_device** list = ibv_get_device_list(&n);
+  if (!list || n == 0) return ENODEV;
+  struct ibv_context* ctx = ibv_open_device(list[0]);
+  int err = ctx ? 0 : (errno ? errno : EIO);
+  ibv_free_device_list(list);
+  return err;  // an opened context stays open until the process exits
+}
+
+int main(int argc, char** argv) {
+  int n = argc > 1 ? atoi(argv[1]) : 0;
+  if (n <= 0) {
+    fprintf(stderr, "usage: %s <processes>\n", argv[0]);
+    return 2;
+  }
+  int results[2], release[2];
+  if (pipe(results) || pipe(release)) return perror("pipe"), 1;
+  pid_t* kids = calloc((size_t)n, sizeof(pid_t));
+  for (int i = 0; i < n; ++i) {
+    kids[i] = fork();
+    if (kids[i] < 0) return perror("fork"), 1;
+    if (kids[i] == 0) {
+      close(results[0]);
+      close(release[1]);
+      int err = open_first_device();
+      if (write(results[1], &err, sizeof err) != sizeof err) _exit(3);
+      char c;
+      while (read(release[0], &c, 1) > 0) {}  // until the parent closes it: everyone holds at once
+      _exit(0);
+    }
+  }
+  close(results[1]);
+  close(release[0]);
+  int opened = 0, first_error = 0, got = 0, err;
+  while (got < n && read(results[0], &err, sizeof err) == sizeof err) {
+    ++got;
+    if (err == 0) ++opened;
+    else if (!first_error) first_error = err;
+  }
+  close(release[1]);
+  int bad_exit = 0;
+  for (int i = 0; i < n; ++i) {
+    int st = 0;
+    waitpid(kids[i], &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) ++bad_exit;
+  }
+  printf("processes %d answered %d opened %d first_error %d (%s) bad_exits %d\n", n, got, opened, first_error,
+         first_error ? strerror(first_error) : "none", bad_exit);
+  return got == n && bad_exit == 0 ? 0 : 1;
+}
