@@ -47,6 +47,7 @@ void dispatch(uint64_t key) {
     case WatchKind::Mailbox: on_mailbox_readable(watch.id); break;
     case WatchKind::ListenMailbox: on_listen_mailbox_readable(watch.id); break;
     case WatchKind::RetryTimer: on_retry_timer(watch.id); break;
+    case WatchKind::ListenerWait: on_listener_wait_timer(watch.id); break;
   }
 }
 

@@ -42,6 +42,8 @@ bool valid_param(const Id* id, const rdma_conn_param* param) {
   return true;
 }
 
+}  // namespace
+
 // Tries the listeners that could own `dst`, most specific first.
 int connect_to_listener(Id* id) {
   for (const std::string& name : listener_names(id->pub.ps, &id->pub.route.addr.dst_addr)) {
@@ -53,6 +55,15 @@ int connect_to_listener(Id* id) {
   errno = ECONNREFUSED;
   return -1;
 }
+
+// A REQ (or SIDR REQ) nobody on this host will answer.
+void reject_unanswered(Id* id) {
+  id->state = IdState::Failed;
+  if (id->pub.qp_type == IBV_QPT_UD) queue_event(id, RDMA_CM_EVENT_UNREACHABLE, 2 /* IB_SIDR_UNSUPPORTED */);
+  else queue_event(id, RDMA_CM_EVENT_REJECTED, kRejInvalidServiceId);
+}
+
+namespace {
 
 int do_reject(Id* id, const void* data, uint8_t len, uint16_t reason) {
   if (id->state != IdState::RequestReceived) return fail(EINVAL);
@@ -176,12 +187,15 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_connect(struct rdma_cm_id* cm_id,
         id->state = IdState::Failed;
         queue_event(id, RDMA_CM_EVENT_UNREACHABLE, -err);
       }
-    } else if (connect_to_listener(id) != 0 || send_message(id, msg) != 0) {
-      // Nobody listens on that port: the remote CM would reject the REQ
-      // (invalid service ID), as the kernel reports it.
-      id->state = IdState::Failed;
-      if (is_ud(id)) queue_event(id, RDMA_CM_EVENT_UNREACHABLE, 2 /* IB_SIDR_UNSUPPORTED */);
-      else queue_event(id, RDMA_CM_EVENT_REJECTED, kRejInvalidServiceId);
+    } else if (connect_to_listener(id) != 0) {
+      // Bound but not listening yet (qperf sends its port to the client
+      // before it calls rdma_listen): the REQ waits for the listener, as the
+      // CM's REQ retries give it time to. Nobody on the port: the remote CM
+      // rejects the REQ (invalid service ID), as the kernel reports it.
+      const bool may_wait = errno == ECONNREFUSED && listener_port_held(id);
+      if (!may_wait || wait_for_listener(id, msg) != 0) reject_unanswered(id);
+    } else if (send_message(id, msg) != 0) {
+      reject_unanswered(id);
     } else {
       id->sock_watch = watch_add(channel_of(id->pub.channel), WatchKind::Connection, id->sock, id);
     }

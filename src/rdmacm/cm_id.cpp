@@ -104,6 +104,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_destroy_id(struct rdma_cm_id* cm_id)
     // retrieved ones must be acked first (rdma_destroy_id(3)).
     drop_queued_events(id);
     net_close(id);
+    stop_waiting_for_listener(id);
     watch_remove(id->sock_watch);
     if (id->sock >= 0) close(id->sock);
     id->sock = -1;

@@ -56,7 +56,7 @@ struct Channel {
 };
 
 // What an fd in a channel's epoll set stands for.
-enum class WatchKind { Ready, Listener, Incoming, Connection, Mailbox, ListenMailbox, RetryTimer };
+enum class WatchKind { Ready, Listener, Incoming, Connection, Mailbox, ListenMailbox, RetryTimer, ListenerWait };
 
 struct Watch {
   WatchKind kind;
@@ -160,6 +160,13 @@ struct Id {
 
   std::list<Multicast> multicasts;
   NetLink net;
+
+  // A REQ to a port of this host that is bound but not listening yet
+  // (cm_listener_wait.cpp): tried again on a timer until the deadline.
+  int listener_wait_fd = -1;
+  uint64_t listener_wait_watch = 0;
+  uint64_t listener_deadline_ns = 0;
+  std::array<uint8_t, 640> waiting_req{};  // the WireMessage, sent once connected
 };
 
 inline Id* id_of(rdma_cm_id* id) { return reinterpret_cast<Id*>(id); }
@@ -203,6 +210,23 @@ Id* on_request(Id* listener, int fd, const WireMessage& msg);
 void on_mailbox_readable(Id* id);
 void on_listen_mailbox_readable(Id* listener);
 void on_retry_timer(Id* id);
+
+// --- connecting to a listener of this host (cm_connect.cpp) ---
+// Connects id->sock to the listener that owns the destination; 0, or -1
+// (ECONNREFUSED: nobody listens there).
+int connect_to_listener(Id* id);
+// A REQ (or SIDR REQ) nobody on this host will answer: the event the kernel
+// gives for it (REJECTED, invalid service ID; UNREACHABLE for SIDR).
+void reject_unanswered(Id* id);
+
+// --- a REQ waiting for its listener (cm_listener_wait.cpp) ---
+// Whether some id of this host holds a listener name `id`'s REQ could
+// reach (bound, perhaps not listening yet).
+bool listener_port_held(const Id* id);
+// Keeps trying to reach the listener; 0, or -1 (errno) if it cannot wait.
+int wait_for_listener(Id* id, const WireMessage& req);
+void on_listener_wait_timer(Id* id);
+void stop_waiting_for_listener(Id* id);
 
 // --- ids (cm_id.cpp) ---
 Id* id_create(Channel* ch, void* context, rdma_port_space ps, ibv_qp_type qp_type, bool sync);

@@ -21,7 +21,10 @@ set(CM_CASES
   "mckey_send_only|output:receiving data transfers|mckey -m 224.0.0.82 -b 127.0.0.1 -C 10|mckey -m 224.0.0.82 -b 127.0.0.1 -s -o -C 10|data transfers complete"
   "perftest_ib_send_lat_R|listen:19810|ib_send_lat -R -d softverbs0 -p 19810|ib_send_lat -R -d softverbs0 -p 19810 127.0.0.1|^ *2 +1000"
   "perftest_ib_write_bw_R|listen:19811|ib_write_bw -R -d softverbs0 -p 19811|ib_write_bw -R -d softverbs0 -p 19811 127.0.0.1|^ *65536 +5000"
-  "perftest_ib_read_lat_R|listen:19812|ib_read_lat -R -d softverbs0 -p 19812|ib_read_lat -R -d softverbs0 -p 19812 127.0.0.1|^ *2 +1000")
+  "perftest_ib_read_lat_R|listen:19812|ib_read_lat -R -d softverbs0 -p 19812|ib_read_lat -R -d softverbs0 -p 19812 127.0.0.1|^ *2 +1000"
+  # Several tests in one run, as users run qperf: its server binds, sends
+  # the port over TCP, then listens; the REQ may come first (issue 19).
+  "qperf_cm_tests|tcp:19814|qperf -lp 19814|qperf -lp 19814 -cm1 -t 1 127.0.0.1 rc_lat rc_bw rc_rdma_read_lat rc_rdma_write_bw|rc_rdma_write_bw")
 foreach(case ${CM_CASES})
   string(REPLACE "|" ";" parts "${case}")
   list(GET parts 0 name)
@@ -35,10 +38,10 @@ foreach(case ${CM_CASES})
   # SOFTVERBS_LOG=info: a failure shows why a verb was refused (quiet otherwise).
   set_tests_properties(e2e_cm_${name} PROPERTIES
     ENVIRONMENT "${E2E_ENV};SOFTVERBS_LOG=info;EXPECT_CLIENT=${expect}" LABELS "e2e;rdmacm" TIMEOUT 90)
-  if(name MATCHES "^cmtime")
+  if(name MATCHES "^(cmtime|qperf)")
     set_tests_properties(e2e_cm_${name} PROPERTIES ENVIRONMENT "${E2E_ENV};EXPECT_CLIENT=${expect};SERVER_RUNS_FOREVER=1")
   endif()
-  if(name MATCHES "^(perftest|mckey)")
+  if(name MATCHES "^(perftest|mckey|qperf)")
     # perftest polls on both sides, mckey's receiver polls: a CPU each
     set_tests_properties(e2e_cm_${name} PROPERTIES PROCESSORS 2)
   endif()

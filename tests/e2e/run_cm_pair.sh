@@ -6,6 +6,7 @@
 #   listen:PORT    a connection-manager listener holds PORT (our listeners
 #                  are abstract unix sockets named ...-cm-<ps>-<addr>:<port>)
 #   output:REGEX   the server printed a line matching REGEX
+#   tcp:PORT       a TCP socket listens on PORT (qperf's rendezvous)
 # EXPECT_CLIENT / EXPECT_SERVER (optional): regexes the outputs must match.
 # SERVER_RUNS_FOREVER=1: the server never exits by itself (cmtime in v44);
 #   it must still be running when the client is done, and is then stopped.
@@ -29,6 +30,7 @@ for _ in $(seq 200); do
   case $ready in
     listen:*) ss -xl 2>/dev/null | grep -q -- "-cm-[a-z]*-.*:${ready#listen:} " && break ;;
     output:*) grep -Eq -- "${ready#output:}" "$out/server" && break ;;
+    tcp:*) ss -ltn 2>/dev/null | grep -q ":${ready#tcp:} " && break ;;
   esac
   kill -0 $server 2>/dev/null || break
   sleep 0.05

@@ -1,0 +1,103 @@
+// A REQ to a port of this host that an id has bound but not yet listens on.
+// On a NIC the REQ reaches the remote CM only after address and route
+// resolution, which take long enough that a server binding, telling its
+// port to the client out of band and then calling rdma_listen (qperf does)
+// is always listening in time; here resolution takes microseconds, so the
+// REQ may come first. It waits for the listener, tried again on a timer, for
+// as long as one REQ of the kernel's CM waits for its answer before it is
+// retried (CMA_CM_RESPONSE_TIMEOUT 20: 4.096 us x 2^20, 4.3 s), however
+// busy the machine. A port nobody holds is rejected at once (cm_connect.cpp).
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include "cm_address.hpp"
+#include "cm_protocol.hpp"
+#include "cm_state.hpp"
+#include "cm_wire.hpp"
+
+namespace softverbs::rdmacm {
+namespace {
+
+constexpr uint64_t kListenerWaitNs = 4'295'000'000ull;  // 4.096 us << 20
+constexpr long kRetryEveryNs = 2'000'000;                // 2 ms: a listener is usually a moment away
+
+uint64_t now_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return uint64_t(t.tv_sec) * 1'000'000'000ull + uint64_t(t.tv_nsec);
+}
+
+}  // namespace
+
+bool listener_port_held(const Id* id) {
+  // Binding a name some id holds fails with EADDRINUSE; one nobody holds
+  // binds (and is released at once). A connect cannot tell the two apart:
+  // both are ECONNREFUSED.
+  for (const std::string& name : listener_names(id->pub.ps, &id->pub.route.addr.dst_addr)) {
+    int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (probe < 0) return false;
+    socklen_t len;
+    sockaddr_un un = unix_name(name, &len);
+    const bool held = bind(probe, reinterpret_cast<sockaddr*>(&un), len) != 0 && errno == EADDRINUSE;
+    close(probe);
+    if (held) return true;
+  }
+  return false;
+}
+
+int wait_for_listener(Id* id, const WireMessage& req) {
+  static_assert(sizeof(WireMessage) <= sizeof(id->waiting_req));
+  std::memcpy(id->waiting_req.data(), &req, sizeof req);
+  id->listener_deadline_ns = now_ns() + kListenerWaitNs;
+  id->listener_wait_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+  if (id->listener_wait_fd < 0) return -1;
+  itimerspec every{};
+  every.it_value.tv_nsec = every.it_interval.tv_nsec = kRetryEveryNs;
+  timerfd_settime(id->listener_wait_fd, 0, &every, nullptr);
+  id->listener_wait_watch = watch_add(channel_of(id->pub.channel), WatchKind::ListenerWait, id->listener_wait_fd, id);
+  if (!id->listener_wait_watch) {
+    close(id->listener_wait_fd);
+    id->listener_wait_fd = -1;
+    return -1;
+  }
+  return 0;
+}
+
+void stop_waiting_for_listener(Id* id) {
+  if (id->listener_wait_fd < 0) return;
+  watch_remove(id->listener_wait_watch);
+  close(id->listener_wait_fd);
+  id->listener_wait_fd = -1;
+}
+
+void on_listener_wait_timer(Id* id) {
+  uint64_t expirations;
+  if (id->listener_wait_fd < 0 || read(id->listener_wait_fd, &expirations, sizeof expirations) < 0) return;
+  if (id->state != IdState::ConnectSent) {  // the application gave up (rdma_disconnect)
+    stop_waiting_for_listener(id);
+    return;
+  }
+  if (connect_to_listener(id) == 0) {
+    stop_waiting_for_listener(id);
+    WireMessage req;
+    std::memcpy(&req, id->waiting_req.data(), sizeof req);
+    if (send_message(id, req) != 0) {
+      reject_unanswered(id);
+      return;
+    }
+    id->sock_watch = watch_add(channel_of(id->pub.channel), WatchKind::Connection, id->sock, id);
+    return;
+  }
+  // Still bound and within the deadline: wait on; else as for no listener.
+  if (errno == ECONNREFUSED && listener_port_held(id) && now_ns() < id->listener_deadline_ns) return;
+  stop_waiting_for_listener(id);
+  reject_unanswered(id);
+}
+
+}  // namespace softverbs::rdmacm
