@@ -233,10 +233,10 @@ inline bool take_oldest(Cq* cq, Use&& use) {
 
 }  // namespace
 
-void forget_qp_completions(Cq* cq, uint32_t qpn) {
+void forget_qp_completions(Cq* cq, uint32_t qpn, bool with_stragglers) {
   std::lock_guard g(cq->poll_mu);
   cq->purges.push_back(Cq::Purge{qpn, shared_tail(cq->shared), cq->local_tail.load(std::memory_order_acquire),
-                                 monotonic_ns() + 2'000'000'000ull});
+                                 with_stragglers ? monotonic_ns() + 2'000'000'000ull : 0});
 }
 
 bool take_one(Cq* cq, shm::CqeFields* out) {

@@ -101,7 +101,10 @@ bool take_one(Cq* cq, shm::CqeFields* out);
 // of a completion polled after the close, and died of SIGSEGV. A peer that
 // was delivering to the QP as it went may still add one a moment later:
 // those are dropped too, for two seconds (QP numbers come back far later).
-void forget_qp_completions(Cq* cq, uint32_t qpn);
+// A QP moved to RESET: its waiting completions go too, as mlx5's
+// mlx5_modify_qp cleans them (mlx5_cq_clean), but nothing it completes
+// afterwards (no stragglers window: the QP accepts nothing while in RESET).
+void forget_qp_completions(Cq* cq, uint32_t qpn, bool with_stragglers = true);
 
 // Owner-side production. Raises IBV_EVENT_CQ_ERR when the ring is full.
 void push_local(Cq* cq, const shm::CqeFields& c, Qp* qp, uint64_t sq_pos);

@@ -215,8 +215,11 @@ int rereg_mr(Mr* mr, int flags, Pd* pd, void* addr, size_t length, unsigned acce
   }
   shm::Host& host = *mr->pd_obj->ctx->host;
   shm::MrEntry& e = host.arena().mr_table()[mr->index];
-  // Retire the old key first so no peer uses a half-updated entry; the MR
-  // gets a new key, as a real device hands out on re-registration.
+  // The key is withdrawn while the entry changes, so no peer uses a
+  // half-updated entry, and comes back the same: mlx5 re-registers in place
+  // (UMR) and rxe too, keeping lkey and rkey, and programs written against
+  // them (rdma-core's test_mr_rereg_*) go on using the keys they hold.
+  const uint32_t key = mr->lkey;
   e.key.store(0, std::memory_order_release);
   release_for_network(*mr);
   unpin(*mr, host);
@@ -232,8 +235,6 @@ int rereg_mr(Mr* mr, int flags, Pd* pd, void* addr, size_t length, unsigned acce
     mr->length = new_len;
     mr->iova = reinterpret_cast<uint64_t>(new_addr);
   }
-  uint32_t key = shm::make_key(host.slot(), mr->index, host.arena().mr_rotation());
-  mr->lkey = mr->rkey = key;
   place_and_publish(*mr, host, key);
   return 0;
 }

@@ -273,6 +273,21 @@ void absorb_remote_error_locked(Qp* qp) {
     enter_error_locked(qp);
 }
 
+// Drops the completions of `qp` still waiting in its CQs
+// (forget_qp_completions). Those in the send CQ's local ring must no longer
+// point at it either: polling one would move its send queue's head back.
+void forget_completions(Qp* qp, bool with_stragglers) {
+  if (qp->scq) {
+    std::lock_guard p(qp->scq->produce_mu);
+    for (LocalCqe& l : qp->scq->local)
+      if (l.qp == qp) l.qp = nullptr;
+  }
+  Cq* const cqs[] = {qp->scq, qp->rcq, qp->srq_obj ? qp->srq_obj->cq : nullptr};
+  for (size_t i = 0; i < std::size(cqs); ++i)
+    if (cqs[i] && std::find(cqs, cqs + i, cqs[i]) == cqs + i)
+      forget_qp_completions(cqs[i], qp->qp_base.qp_num, with_stragglers);
+}
+
 }  // namespace
 
 Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
@@ -425,6 +440,10 @@ int modify_qp(Qp* qp, ibv_qp_attr* attr, int mask) {
   if (next == IBV_QPS_RESET) {
     reset_queues(qp);
     set_state(qp, IBV_QPS_RESET);
+    // Its waiting completions go, as mlx5_modify_qp cleans them on RESET:
+    // a program that resets QPs after an error and uses them again
+    // (rdma-core's restate_qps) must not poll the flushes of before.
+    if (cur != IBV_QPS_RESET) forget_completions(qp, /*with_stragglers=*/false);
     return 0;
   }
   apply_attrs(qp, *attr, mask);
@@ -488,17 +507,8 @@ int destroy_qp(Qp* qp) {
   while (qp->qp_base.events_completed != qp->async_reported)
     pthread_cond_wait(&qp->qp_base.cond, &qp->qp_base.mutex);
   pthread_mutex_unlock(&qp->qp_base.mutex);
-  // Completions of this QP may still wait in the send CQ: they must no
-  // longer point at it.
-  if (qp->scq) {
-    std::lock_guard p(qp->scq->produce_mu);
-    for (LocalCqe& l : qp->scq->local)
-      if (l.qp == qp) l.qp = nullptr;
-  }
-  // And they go with it, as on mlx5 (forget_qp_completions).
-  Cq* const cqs[] = {qp->scq, qp->rcq, qp->srq_obj ? qp->srq_obj->cq : nullptr};
-  for (size_t i = 0; i < std::size(cqs); ++i)
-    if (cqs[i] && std::find(cqs, cqs + i, cqs[i]) == cqs + i) forget_qp_completions(cqs[i], qp->qp_base.qp_num);
+  // And its waiting completions go with it, as on mlx5.
+  forget_completions(qp, /*with_stragglers=*/true);
   if (!qp->srq_obj) qp->rq.release(arena);
   arena.free(qp->shared_off, sizeof(shm::QpShared));
   arena.give_qp_index(qp->index);

@@ -398,6 +398,39 @@ TEST(CqOrder, DestroyedQpsCompletionsGoWithIt) {
   EXPECT_EQ(wait_wc(other, 2, 1000).size(), 2u) << "the other CQ's send completions";
 }
 
+// Moving a QP to RESET takes its waiting completions out of its CQs, as
+// mlx5_modify_qp does (mlx5_cq_clean): rdma-core's tests reset QPs after an
+// error (restate_qps) and then polled the old flush completions as the
+// answer to their new traffic. Completions made after the QP is used again
+// are kept, even within moments.
+TEST(CqOrder, ResetTakesTheQpsWaitingCompletionsOut) {
+  Device dev;
+  QpPair p(dev, IBV_QPT_RC);
+  Buffer buf(dev.pd, 4096);
+  ASSERT_EQ(post_recv(p.b, 1, buf.sge(0, 64)), 0);
+  ASSERT_EQ(post_recv(p.b, 2, buf.sge(64, 64)), 0);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(ibv_modify_qp(p.b, &a, IBV_QP_STATE), 0);  // two flush completions wait in cq_b
+  sleep_ms(20);
+  a.qp_state = IBV_QPS_RESET;
+  ASSERT_EQ(ibv_modify_qp(p.a, &a, IBV_QP_STATE), 0);
+  ASSERT_EQ(ibv_modify_qp(p.b, &a, IBV_QP_STATE), 0);
+  ASSERT_EQ(connect_qp(p.a, p.b->qp_num), 0);
+  ASSERT_EQ(connect_qp(p.b, p.a->qp_num), 0);
+  ASSERT_EQ(post_recv(p.b, 3, buf.sge(128, 64)), 0);
+  ibv_sge sg = buf.sge(1024, 8);
+  ibv_send_wr wr = make_wr(10, &sg, 1, IBV_WR_SEND, IBV_SEND_SIGNALED);
+  ASSERT_EQ(post_send(p.a, &wr), 0);
+  std::vector<ibv_wc> got = wait_wc(p.cq_b, 3, 500);
+  ASSERT_EQ(got.size(), 1u) << "the flushes of before the reset were polled";
+  EXPECT_EQ(got[0].wr_id, 3u);
+  EXPECT_EQ(got[0].status, IBV_WC_SUCCESS);
+  got = wait_wc(p.cq_a, 1, 1000);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, IBV_WC_SUCCESS);
+}
+
 // ---------------------------------------------------------------- destroy rules
 
 TEST(CqDestroy, BusyWhileAQpOrSrqQpUsesIt) {

@@ -426,6 +426,104 @@ TEST(MrRereg, ChangePd) {
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
 }
 
+// The flows of rdma-core's test_mr_rereg_* (written against mlx5, which
+// re-registers in place): the keys a program holds stay valid across
+// ibv_rereg_mr; a receive WQE posted before the MR moved (or changed PD)
+// names memory the MR no longer grants, so the incoming SEND fails (the
+// receiver: local protection error; the sender: remote operation error);
+// after both QPs are reset and brought back, the MR works with its keys.
+namespace {
+
+void reset_and_reconnect(QpPair& p) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RESET;
+  ASSERT_EQ(ibv_modify_qp(p.a, &a, IBV_QP_STATE), 0);
+  ASSERT_EQ(ibv_modify_qp(p.b, &a, IBV_QP_STATE), 0);
+  ASSERT_EQ(connect_qp(p.a, p.b->qp_num), 0);
+  ASSERT_EQ(connect_qp(p.b, p.a->qp_num), 0);
+}
+
+// a SENDs 64 bytes into the receive b had posted at (addr, lkey): the two
+// completion statuses.
+std::pair<ibv_wc_status, ibv_wc_status> send_into(QpPair& p, uint64_t addr, uint32_t lkey) {
+  Buffer src(p.dev.pd, 64);
+  fill_pattern(src.bytes.data(), 64, 77);
+  ibv_sge rs{addr, 64, lkey};
+  EXPECT_EQ(post_recv(p.b, 1, rs), 0);
+  ibv_sge ss = src.sge(0, 64);
+  EXPECT_EQ(send_a_to_b(p, 2, &ss, 1), 0);
+  auto s = wait_wc(p.cq_a, 1, 2000), r = wait_wc(p.cq_b, 1, 2000);
+  return {s.empty() ? IBV_WC_GENERAL_ERR : s[0].status, r.empty() ? IBV_WC_GENERAL_ERR : r[0].status};
+}
+
+}  // namespace
+
+TEST(MrRereg, KeysStayAndAReceivePostedBeforeTheMoveFails) {
+  Device dev;
+  QpPair p(dev, IBV_QPT_RC);
+  std::vector<uint8_t> b1(4096), b2(4096);
+  ibv_mr* mr = ibv_reg_mr(dev.pd, b1.data(), b1.size(), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr);
+  const uint32_t lkey = mr->lkey, rkey = mr->rkey;
+  ibv_sge rs{reinterpret_cast<uint64_t>(b1.data()), 64, lkey};
+  ASSERT_EQ(post_recv(p.b, 1, rs), 0);  // names b1
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, b2.data(), b2.size(), 0), 0);
+  EXPECT_EQ(mr->lkey, lkey);
+  EXPECT_EQ(mr->rkey, rkey);
+  Buffer src(dev.pd, 64);
+  ibv_sge ss = src.sge(0, 64);
+  ASSERT_EQ(send_a_to_b(p, 2, &ss, 1), 0);
+  auto s = wait_wc(p.cq_a, 1, 2000), r = wait_wc(p.cq_b, 1, 2000);
+  ASSERT_EQ(s.size(), 1u);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(s[0].status, IBV_WC_REM_OP_ERR) << ibv_wc_status_str(s[0].status);
+  EXPECT_EQ(r[0].status, IBV_WC_LOC_PROT_ERR) << ibv_wc_status_str(r[0].status);
+  reset_and_reconnect(p);
+  auto [sent, received] = send_into(p, reinterpret_cast<uint64_t>(b2.data()), lkey);
+  EXPECT_EQ(sent, IBV_WC_SUCCESS);
+  EXPECT_EQ(received, IBV_WC_SUCCESS);
+  EXPECT_TRUE(has_pattern(b2.data(), 64, 77));
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+}
+
+TEST(MrRereg, ChangingPdAwayFromTheQpsFailsItsReceivesUntilChangedBack) {
+  Device dev;
+  QpPair p(dev, IBV_QPT_RC);
+  ibv_pd* pd2 = ibv_alloc_pd(dev.ctx);
+  std::vector<uint8_t> buf(4096);
+  ibv_mr* mr = ibv_reg_mr(dev.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr);
+  const uint32_t lkey = mr->lkey;
+  const uint64_t at = reinterpret_cast<uint64_t>(buf.data());
+  EXPECT_EQ(send_into(p, at, lkey), std::make_pair(IBV_WC_SUCCESS, IBV_WC_SUCCESS));
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd2, nullptr, 0, 0), 0);
+  EXPECT_EQ(mr->lkey, lkey);
+  EXPECT_EQ(send_into(p, at, lkey), std::make_pair(IBV_WC_REM_OP_ERR, IBV_WC_LOC_PROT_ERR));
+  reset_and_reconnect(p);
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, dev.pd, nullptr, 0, 0), 0);
+  EXPECT_EQ(send_into(p, at, lkey), std::make_pair(IBV_WC_SUCCESS, IBV_WC_SUCCESS));
+  // Re-registered into pd2 again, then pd2 cannot go while the MR is in it.
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd2, nullptr, 0, 0), 0);
+  EXPECT_EQ(ibv_dealloc_pd(pd2), EBUSY);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  EXPECT_EQ(ibv_dealloc_pd(pd2), 0);
+}
+
+TEST(MrRereg, RemoteAccessGrantedLaterWorksWithTheRkeyHeldBefore) {
+  Device dev;
+  QpPair p(dev, IBV_QPT_RC);
+  std::vector<uint8_t> target(4096, 0);
+  ibv_mr* mr = ibv_reg_mr(dev.pd, target.data(), target.size(), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr);
+  const uint32_t rkey = mr->rkey;  // handed to the peer before the rereg
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
+            0);
+  EXPECT_EQ(rdma_write(p, rkey, reinterpret_cast<uint64_t>(target.data()), 512, 31), IBV_WC_SUCCESS);
+  EXPECT_TRUE(has_pattern(target.data(), 512, 31));
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+}
+
 TEST(MrPd, DeallocPdWithLiveMrIsEbusy) {
   Device dev;
   ibv_pd* pd = ibv_alloc_pd(dev.ctx);
