@@ -83,3 +83,15 @@ add_test(NAME e2e_rspreload_tcp_echo COMMAND ${RSOCKET_PAIR} listen:19730
 set_tests_properties(e2e_rspreload_tcp_echo PROPERTIES
   ENVIRONMENT "${E2E_ENV};EXPECT_CLIENT=300 messages, [0-9]+ bytes echoed and verified;EXPECT_SERVER=echoed [0-9]+ bytes"
   LABELS "e2e;rdmacm" TIMEOUT 90)
+
+# A wildcard-bound udpong server answers on every address of the host, and
+# counts every datagram (tests/e2e/udpong_wildcard.sh).
+foreach(case "v4|19724|0.0.0.0" "dual_stack|19725|::")
+  string(REPLACE "|" ";" parts "${case}")
+  list(GET parts 0 name)
+  list(GET parts 1 port)
+  list(GET parts 2 wild)
+  add_test(NAME e2e_udpong_wildcard_${name} COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/udpong_wildcard.sh ${port} ${wild})
+  set_tests_properties(e2e_udpong_wildcard_${name} PROPERTIES
+    ENVIRONMENT "${E2E_ENV}" LABELS "e2e;rdmacm" TIMEOUT 90 PROCESSORS 2)
+endforeach()
