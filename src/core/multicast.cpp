@@ -72,7 +72,7 @@ int detach_mcast(Qp* qp, const ibv_gid& gid, uint16_t) {
     for (auto& m : g->members) {
       if (m.load(std::memory_order_relaxed) == qpn) {
         m.store(0, std::memory_order_release);
-        qp->mcast_groups.fetch_sub(1);
+        if (qp->mcast_groups.load() > 0) qp->mcast_groups.fetch_sub(1);
         return 0;
       }
     }

@@ -124,6 +124,20 @@ uint32_t Registry::find_claimable_slot() {
   return 0;
 }
 
+// A process that died (or was killed) with QPs attached to multicast groups
+// left their QPNs there. Its slot's next owner makes QPs with the same
+// numbers: one of them would be "already attached", and its detach would
+// then leave its count below zero (ibv_destroy_qp EBUSY: perftest's
+// "Couldn't destroy all SEND resources" after mckey runs were killed).
+// The slot starts with no memberships.
+void Registry::forget_memberships_of_slot(uint32_t slot) {
+  RobustLock lock(&hdr_->mcast.lock);
+  for (McastGroup& g : hdr_->mcast.groups)
+    for (auto& m : g.members)
+      if (uint32_t qpn = m.load(std::memory_order_relaxed); qpn && qpn_slot(qpn) == slot)
+        m.store(0, std::memory_order_release);
+}
+
 void Registry::fill_slot(uint32_t slot, int arena_fd, uint64_t arena_ino, uint64_t arena_size) {
   ProcSlot& s = hdr_->procs[slot];
   s.state.store(kProcFree, std::memory_order_relaxed);
@@ -131,6 +145,7 @@ void Registry::fill_slot(uint32_t slot, int arena_fd, uint64_t arena_ino, uint64
   // and we hold the registry flock, so no other process claims this slot.
   robust_mutex_init(&s.alive);
   s.incarnation.fetch_add(1, std::memory_order_relaxed);
+  forget_memberships_of_slot(slot);
   s.pid = getpid();
   s.arena_fd = arena_fd;
   s.arena_ino = arena_ino;

@@ -32,6 +32,7 @@ class Registry {
  private:
   Registry(int fd, RegistryHeader* hdr, std::string path) : fd_(fd), hdr_(hdr), path_(std::move(path)) {}
   uint32_t find_claimable_slot();
+  void forget_memberships_of_slot(uint32_t slot);
   void fill_slot(uint32_t slot, int arena_fd, uint64_t arena_ino, uint64_t arena_size);
   void lock_file();
   void unlock_file();
