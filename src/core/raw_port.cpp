@@ -213,12 +213,16 @@ void deliver(Qp* qp, const packet::Parsed& p, const Flow& rule) {
 
 // Steers one frame: the best NORMAL rule (lowest priority value, then the
 // oldest), else a default rule; sniffers get a copy of everything, and are
-// all that sees a frame sent from this interface.
-void steer(Port& port, const packet::Parsed& p, bool sent) {
+// all that sees a frame sent from this interface, except for the local
+// loopback of a frame a raw QP of this process sent (`looped_from`: its
+// context, whose own QPs do not get it back, as on mlx5 without self
+// loopback; sniffers have it from the socket).
+void steer(Port& port, const packet::Parsed& p, bool sent, const Context* looped_from = nullptr) {
   Flow* best = nullptr;
   Flow* fallback = nullptr;
   const bool multicast = p.dst_mac[0] & 1;
   for (Flow* f : port.flows) {
+    if (looped_from && (f->type == IBV_FLOW_ATTR_SNIFFER || f->qp->ctx == looped_from)) continue;
     switch (f->type) {
       case IBV_FLOW_ATTR_SNIFFER:
         if (f->counters) f->counters->count(p.len);
@@ -363,7 +367,18 @@ ibv_wc_status send_frame(Qp* qp, const uint8_t* frame, size_t len) {
   to.sll_halen = 6;
   std::memcpy(to.sll_addr, frame, 6);
   ssize_t n = sendto(port->fd, frame, len, 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
-  if (n == static_cast<ssize_t>(len)) return IBV_WC_SUCCESS;
+  if (n == static_cast<ssize_t>(len)) {
+    // A NIC loops a sent frame back to the flows of its other contexts
+    // (mlx5 enables local loopback once two are open): rdma-core's flow
+    // and RSS tests send from one context to a flow of another. On lo the
+    // kernel loops every frame back itself.
+    if (!port->loopback) {
+      packet::Parsed p = packet::parse(frame, len);
+      std::lock_guard g(net().mu);
+      steer(*port, p, false, qp->ctx);
+    }
+    return IBV_WC_SUCCESS;
+  }
   SV_INFO("raw QP %#x: sending %zu bytes on %s: %s", qp->qp_base.qp_num, len, port->ifname.c_str(),
           strerror(errno));
   return errno == EMSGSIZE ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_QP_OP_ERR;
