@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <endian.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -75,6 +77,13 @@ std::string all_cpus_mask(long cpus) {
   return out + "\n";
 }
 
+bool is_loopback_netdev(const std::string& ifname) {
+  unsigned flags = 0;
+  std::ifstream in("/sys/class/net/" + ifname + "/flags");
+  in >> std::hex >> flags;
+  return ifname == "lo" || (flags & IFF_LOOPBACK);
+}
+
 void describe_device(const std::string& name, Files* files, Links* links) {
   const std::string dev = "class/infiniband/" + name + "/";
   ibv_device_attr attr{};
@@ -99,8 +108,14 @@ void describe_device(const std::string& name, Files* files, Links* links) {
   (*files)[dev + "device/numa_node"] = "-1\n";
   (*files)[dev + "device/local_cpus"] = all_cpus_mask(cpus);
   (*files)[dev + "device/local_cpulist"] = cpus > 1 ? format("0-%ld\n", cpus - 1) : "0\n";
-  std::set<std::string> netdevs;
-  for (int i = 0; i < gid_count; ++i) netdevs.insert(gids[i].ifname);
+  // device/net holds the device's own interfaces: those of its GIDs, but
+  // not the loopback unless there is nothing else. A NIC's PCI device has
+  // no lo (GIDs of other netdevs, VLANs or bonds, are not under it either),
+  // and programs take the first entry for "the" netdev: rdma-core's tests
+  // took lo in a namespace (a veth sorts after it) and bound 127.0.0.1.
+  std::set<std::string> netdevs, loopbacks;
+  for (int i = 0; i < gid_count; ++i) (is_loopback_netdev(gids[i].ifname) ? loopbacks : netdevs).insert(gids[i].ifname);
+  if (netdevs.empty()) netdevs = loopbacks;
   for (const std::string& ifname : netdevs) (*links)[dev + "device/net/" + ifname] = "/sys/class/net/" + ifname;
 
   const std::string p = dev + "ports/1/";

@@ -46,7 +46,13 @@ print(":".join(b[i:i + 2].hex() for i in range(0, 16, 2)))' "$gid")
   check "gid_attrs/types/$index = RoCE v2" grep -qx "RoCE v2" "$d/ports/1/gid_attrs/types/$index"
   ndev=$(cat "$d/ports/1/gid_attrs/ndevs/$index" 2>/dev/null)
   check "gid_attrs/ndevs/$index ($ndev) has that address" sh -c "ip -o addr show dev '$ndev' | grep -q ' ${gid#::ffff:}/'"
-  check "device/net/$ndev" test -e "$d/device/net/$ndev"
+  # The device's own interfaces are under device/net; the loopback is not
+  # (unless it is the only one), as no NIC's PCI device has lo.
+  if [ "$ndev" = lo ] && [ "$(ls "$d/device/net")" != lo ]; then
+    check "device/net has no lo beside the device's own interfaces" test ! -e "$d/device/net/lo"
+  else
+    check "device/net/$ndev" test -e "$d/device/net/$ndev"
+  fi
 done < <(sed -nE 's/^[[:space:]]*GID\[ *([0-9]+)\]:[[:space:]]+([^,]+),.*/\1 \2/p' <<<"$info")
 ucx=$(ucx_info -d 2>&1)
 check "ucx_info -d: rc_verbs on $dev:1" grep -qzE "Transport: rc_verbs[[:space:]]+#[[:space:]]+Device: $dev:1" <<<"$ucx"
