@@ -126,6 +126,8 @@ bool decode(const uint8_t* bth, size_t len, RocePacket* out);
 // PSN order on the 24-bit circle, as rxe psn_compare(): <0, 0, >0.
 constexpr int psn_compare(uint32_t a, uint32_t b) { return static_cast<int32_t>((a - b) << 8); }
 constexpr uint32_t psn_add(uint32_t psn, uint32_t n) { return (psn + n) & kMask24; }
+// How far `psn` is past `from` on the circle (0 .. 2^24 - 1).
+constexpr uint32_t psn_sub(uint32_t psn, uint32_t from) { return (psn - from) & kMask24; }
 
 // AETH syndrome: bit 7 reserved, bits 6:5 the type, bits 4:0 its value.
 enum class AethType : uint8_t { kAck = 0, kRnrNak = 1, kReserved = 2, kNak = 3 };

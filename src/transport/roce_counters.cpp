@@ -19,7 +19,8 @@ const char* counter_name(uint32_t c) {
       "packets_sent",   "packets_received",   "bytes_sent",         "bytes_received",
       "retransmits",    "ack_timeouts",       "probes",       "seq_naks_sent",      "seq_naks_received",
       "rnr_naks_sent",  "rnr_naks_received",  "error_naks_sent",    "error_naks_received",
-      "duplicates",     "icrc_errors",        "no_qp"};
+      "duplicates",     "icrc_errors",        "no_qp",              "wrong_transport",
+      "stale_reads"};
   return c < kCounterCount ? kNames[c] : "?";
 }
 

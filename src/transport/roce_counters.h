@@ -33,6 +33,8 @@ enum Counter : uint32_t {
   kDuplicates,        // requests that arrived again (answered from the past)
   kIcrcErrors,        // dropped: corrupted in flight
   kNoQp,              // dropped: for no QP of this host, or not from its peer
+  kWrongTransport,    // dropped: an opcode of another transport than the QP's
+  kStaleReads,        // dropped: a READ with a past PSN that is none of the last executed
   kCounterCount
 };
 const char* counter_name(uint32_t c);
@@ -42,7 +44,7 @@ struct CounterBlock {
 };
 
 inline constexpr uint32_t kStatsMagic = 0x53565354;  // "SVST"
-inline constexpr uint32_t kStatsVersion = 2;
+inline constexpr uint32_t kStatsVersion = 3;
 inline constexpr uint32_t kStatsQps = 256;  // QPs counted one by one; the rest only in the device total
 
 struct StatsQp {

@@ -115,6 +115,14 @@ struct AtomicReplay {
 };
 
 // A QP's responder: the expected PSN, the message in progress.
+struct ReadReplay {
+  uint32_t psn = 0, packets = 0;  // the PSNs its response used
+  uint32_t rkey = 0, len = 0;
+  uint64_t va = 0;
+  bool valid = false;
+};
+inline constexpr size_t kReadReplays = 16;
+
 struct Receiver {
   uint32_t epsn = 0;
   uint32_t msn = 0;
@@ -126,6 +134,12 @@ struct Receiver {
   uint64_t placed = 0;         // WRITE: payload bytes placed so far
   AtomicReplay replays[kAtomicReplays];
   size_t next_replay = 0;
+  // The last RDMA READs executed (as many as the responder's resources,
+  // max_dest_rd_atomic, at most kReadReplays): a repeated READ is served
+  // again only when it is one of them, as rxe keeps its read resources; any
+  // other READ with a PSN in the past is dropped unanswered.
+  ReadReplay reads[kReadReplays];
+  size_t next_read = 0;
 };
 
 // What the network thread owes a requester: its WQE at `pos` answered.

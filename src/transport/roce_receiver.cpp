@@ -170,7 +170,27 @@ void Engine::answer(uint32_t qpn, const PacketAddrs& to, uint32_t dst_qpn, uint8
 
 void Engine::on_request(const RocePacket& pkt, const PacketAddrs& from) {
   const uint32_t qpn = pkt.bth.dest_qp;
-  if (qp_type_of(pkt.bth.opcode) == IBV_QPT_UC || qp_type_of(pkt.bth.opcode) == IBV_QPT_UD)
+  // The QP's transport, not the packet's, says how a packet is taken: an
+  // opcode of another transport is dropped, as rxe's header check drops it
+  // (a UC SEND to an RC QP reset its expected PSN: one forged packet broke
+  // the connection).
+  const shm::Peer* owner;
+  shm::QpShared* t;
+  if (!find_target(qpn, &owner, &t)) {
+    counters.add_device(kNoQp);
+    return;
+  }
+  const ibv_qp_type sent_as = qp_type_of(pkt.bth.opcode);
+  const bool fits = (pkt.bth.opcode & kTransportMask) == kTransportRc    ? t->type == IBV_QPT_RC
+                    : (pkt.bth.opcode & kTransportMask) == kTransportUc  ? t->type == IBV_QPT_UC
+                    : (pkt.bth.opcode & kTransportMask) == kTransportUd  ? t->type == IBV_QPT_UD
+                    : (pkt.bth.opcode & kTransportMask) == kTransportXrc ? t->type == IBV_QPT_XRC_RECV
+                                                                         : false;
+  if (!fits) {
+    counters.add(qpn, kWrongTransport);
+    return;
+  }
+  if (sent_as == IBV_QPT_UC || sent_as == IBV_QPT_UD)
     receive_unreliable(pkt, from, qpn);
   else
     receive_reliable(pkt, from, qpn);
@@ -266,13 +286,33 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
   }
   if (order == 0) r.nak_sent = false;
 
-  if (read) {  // new or repeated: reading again is harmless
+  if (read) {
     const uint32_t len = pkt.reth.len, mtu = std::min(responder_mtu(*t), link_mtu_to(from.src));
-    std::vector<uint8_t> data(len);
+    if (order < 0) {
+      // Repeated: only a READ this responder executed, still in its
+      // resources, is answered again. A requester asks again from its
+      // first missing response (a later PSN, the rest of the range), as rxe
+      // finds it among its read resources.
+      const ReadReplay* again = nullptr;
+      for (const ReadReplay& rr : r.reads) {
+        const uint32_t k = psn_sub(psn, rr.psn);
+        if (rr.valid && k < rr.packets && rr.rkey == pkt.reth.rkey && pkt.reth.va >= rr.va &&
+            uint64_t{pkt.reth.va} + len == rr.va + rr.len)
+          again = &rr;
+      }
+      if (!again) {
+        counters.add(qpn, kStaleReads);
+        return;
+      }
+    } else if (len > limits::kMaxMsgSize) {
+      answer(qpn, to, peer_qpn, aeth_nak(NakCode::kInvalidRequest), psn, r.msn);
+      return;
+    }
+    // The whole range is checked first (rkey, bounds, access), with nothing
+    // read; the bytes then go out a packet at a time: no buffer of the
+    // length the packet claims is ever allocated.
     Message m = message_for(pkt, pkt, *t, d);
-    Piece sink{data.data(), len};
-    m.sink = &sink;
-    m.num_sink = len ? 1 : 0;
+    m.num_sink = 0;
     m.length = len;
     Response resp = respond(peers, *owner, *t, m);
     if (resp.outcome != Outcome::kAck) {
@@ -283,8 +323,27 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
     if (order == 0) {
       r.epsn = psn_add(psn, n);
       r.msn = psn_add(r.msn, 1);
+      const uint32_t keep = std::clamp<uint32_t>(t->max_dest_rd_atomic, 1, kReadReplays);
+      r.reads[r.next_read % keep] = ReadReplay{psn, n, pkt.reth.rkey, len, pkt.reth.va, true};
+      r.next_read = (r.next_read + 1) % keep;
     }
+    std::vector<uint8_t> chunk(std::min(mtu, len));
     for (uint32_t i = 0; i < n; ++i) {
+      const uint32_t off = i * mtu, size = std::min(mtu, len - std::min(len, off));
+      if (size) {
+        Message part = message_for(pkt, pkt, *t, d);
+        Piece sink{chunk.data(), size};
+        part.sink = &sink;
+        part.num_sink = 1;
+        part.remote_addr = pkt.reth.va + off;
+        part.length = size;
+        // Deregistered while being read: what was sent stays sent, the
+        // rest is a remote access error, as on a NIC.
+        if (Response rp = respond(peers, *owner, *t, part); rp.outcome != Outcome::kAck) {
+          if (is_error(rp.outcome)) answer(qpn, to, peer_qpn, nak_for(rp.outcome), psn_add(psn, i), r.msn);
+          return;
+        }
+      }
       RocePacket p;
       p.bth.opcode = n == 1 ? kReadResponseOnly
                      : i == 0 ? kReadResponseFirst
@@ -294,8 +353,7 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
       p.bth.psn = psn_add(psn, i);
       p.aeth.syndrome = aeth_ack();
       p.aeth.msn = r.msn;
-      const uint32_t off = i * mtu, size = std::min(mtu, len - std::min(len, off));
-      transmit(kAnswers, qpn, to.src, to.dst, to.traffic_class, p, data.data() + off, size);
+      transmit(kAnswers, qpn, to.src, to.dst, to.traffic_class, p, chunk.data(), size);
     }
     return;
   }

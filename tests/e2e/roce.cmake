@@ -157,3 +157,11 @@ roce_cm_test(rejected FAILS cm "rping -s -a @A -p 7000 -C 1" "rping -c -a @A -p 
 # REQ/REP/RTU/DREQ/DREP as CM MADs on QP1, then RDMA READ/WRITE/SEND.
 rxe_interop_test(rping_softverbs_server rping softverbs-server -C 10 -v)
 rxe_interop_test(rping_softverbs_client rping softverbs-client -C 10 -v)
+
+# Forged requests (repeated READs of any length, bad rkeys, another
+# transport's opcodes) against a live RC pair: it finishes, nothing grows.
+add_executable(roce_forge ${CMAKE_CURRENT_LIST_DIR}/roce_forge.cpp)
+target_link_libraries(roce_forge PRIVATE softverbs_net)
+add_test(NAME e2e_roce_forged_requests COMMAND ${CMAKE_CURRENT_LIST_DIR}/roce_forged_requests.sh $<TARGET_FILE:roce_forge>)
+set_tests_properties(e2e_roce_forged_requests PROPERTIES ENVIRONMENT "${E2E_ENV}" LABELS "e2e;roce" TIMEOUT 120
+  SKIP_RETURN_CODE 77 PROCESSORS 2)
