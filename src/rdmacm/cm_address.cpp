@@ -26,11 +26,15 @@ uint16_t ephemeral_port() {
   return static_cast<uint16_t>(32768 + rng() % (60999 - 32768 + 1));
 }
 
+}  // namespace
+
 int try_bind(int fd, const std::string& name) {
   socklen_t len;
   sockaddr_un un = unix_name(name, &len);
   return bind(fd, reinterpret_cast<sockaddr*>(&un), len);
 }
+
+namespace {
 
 // The source address the kernel's routing picks for `dst` (a connected UDP
 // socket's local address), as rdma_resolve_addr does without a source.

@@ -34,6 +34,9 @@ std::string bound_name(const Id* id, const sockaddr* addr, const char* kind = "c
 // The names a connect to `dst` tries, most specific first.
 std::vector<std::string> listener_names(rdma_port_space ps, const sockaddr* dst);
 sockaddr_un unix_name(const std::string& name, socklen_t* len);
+// Binds `fd` to the abstract name `name`: 0, or -1 with errno (EADDRINUSE:
+// some id holds it).
+int try_bind(int fd, const std::string& name);
 
 // Binds the id to `addr` (port 0: an ephemeral port, written back into the
 // id's source address); sets up device, PD and GID when the address is not

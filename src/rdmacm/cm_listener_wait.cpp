@@ -9,29 +9,20 @@
 // busy the machine. A port nobody holds is rejected at once (cm_connect.cpp).
 #include <sys/socket.h>
 #include <sys/timerfd.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
-#include <ctime>
 
 #include "cm_address.hpp"
 #include "cm_protocol.hpp"
 #include "cm_state.hpp"
-#include "cm_wire.hpp"
+#include "util/clock.h"
 
 namespace softverbs::rdmacm {
 namespace {
 
 constexpr uint64_t kListenerWaitNs = 4'295'000'000ull;  // 4.096 us << 20
 constexpr long kRetryEveryNs = 2'000'000;                // 2 ms: a listener is usually a moment away
-
-uint64_t now_ns() {
-  timespec t{};
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return uint64_t(t.tv_sec) * 1'000'000'000ull + uint64_t(t.tv_nsec);
-}
 
 }  // namespace
 
@@ -42,9 +33,7 @@ bool listener_port_held(const Id* id) {
   for (const std::string& name : listener_names(id->pub.ps, &id->pub.route.addr.dst_addr)) {
     int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (probe < 0) return false;
-    socklen_t len;
-    sockaddr_un un = unix_name(name, &len);
-    const bool held = bind(probe, reinterpret_cast<sockaddr*>(&un), len) != 0 && errno == EADDRINUSE;
+    const bool held = try_bind(probe, name) != 0 && errno == EADDRINUSE;
     close(probe);
     if (held) return true;
   }
@@ -52,9 +41,8 @@ bool listener_port_held(const Id* id) {
 }
 
 int wait_for_listener(Id* id, const WireMessage& req) {
-  static_assert(sizeof(WireMessage) <= sizeof(id->waiting_req));
-  std::memcpy(id->waiting_req.data(), &req, sizeof req);
-  id->listener_deadline_ns = now_ns() + kListenerWaitNs;
+  id->waiting_req = req;
+  id->listener_deadline_ns = sv::monotonic_ns() + kListenerWaitNs;
   id->listener_wait_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
   if (id->listener_wait_fd < 0) return -1;
   itimerspec every{};
@@ -85,9 +73,7 @@ void on_listener_wait_timer(Id* id) {
   }
   if (connect_to_listener(id) == 0) {
     stop_waiting_for_listener(id);
-    WireMessage req;
-    std::memcpy(&req, id->waiting_req.data(), sizeof req);
-    if (send_message(id, req) != 0) {
+    if (send_message(id, id->waiting_req) != 0) {
       reject_unanswered(id);
       return;
     }
@@ -95,7 +81,7 @@ void on_listener_wait_timer(Id* id) {
     return;
   }
   // Still bound and within the deadline: wait on; else as for no listener.
-  if (errno == ECONNREFUSED && listener_port_held(id) && now_ns() < id->listener_deadline_ns) return;
+  if (errno == ECONNREFUSED && listener_port_held(id) && sv::monotonic_ns() < id->listener_deadline_ns) return;
   stop_waiting_for_listener(id);
   reject_unanswered(id);
 }

@@ -166,7 +166,7 @@ struct Id {
   int listener_wait_fd = -1;
   uint64_t listener_wait_watch = 0;
   uint64_t listener_deadline_ns = 0;
-  std::array<uint8_t, 640> waiting_req{};  // the WireMessage, sent once connected
+  WireMessage waiting_req{};  // sent once connected
 };
 
 inline Id* id_of(rdma_cm_id* id) { return reinterpret_cast<Id*>(id); }
