@@ -203,9 +203,7 @@ class Engine {
   // Responder side (roce_receiver.cpp); under mu.
   void on_request(const net::RocePacket& pkt, const PacketAddrs& from);
   // A UD SEND to a multicast group (DestQP 0xFFFFFF), for member QP `qpn`.
-  void on_group_request(const net::RocePacket& pkt, const PacketAddrs& from, uint32_t qpn) {
-    receive_unreliable(pkt, from, qpn);
-  }
+  void on_group_request(const net::RocePacket& pkt, const PacketAddrs& from, uint32_t qpn);
 
  private:
   void pump(Sender& s);
@@ -219,8 +217,11 @@ class Engine {
   void restart_timer(Sender& s, bool progress);
 
   void answer(uint32_t qpn, const PacketAddrs& to, uint32_t dst_qpn, uint8_t syndrome, uint32_t psn, uint32_t msn);
-  void receive_unreliable(const net::RocePacket& pkt, const PacketAddrs& from, uint32_t qpn);
-  void receive_reliable(const net::RocePacket& pkt, const PacketAddrs& from, uint32_t qpn);
+  // For QP `qpn`, found (find_target) as `owner`'s shared state `t`.
+  void receive_unreliable(const net::RocePacket& pkt, const PacketAddrs& from, uint32_t qpn, const shm::Peer& owner,
+                          shm::QpShared& t);
+  void receive_reliable(const net::RocePacket& pkt, const PacketAddrs& from, uint32_t qpn, const shm::Peer& owner,
+                        shm::QpShared& t);
 
   // link_ib_mtu() of `dst`, remembered for a second, so that a link whose
   // MTU changes is followed within a second. Per destination, not per QP:

@@ -168,56 +168,70 @@ void Engine::answer(uint32_t qpn, const PacketAddrs& to, uint32_t dst_qpn, uint8
   transmit(kAnswers, qpn, to.src, to.dst, to.traffic_class, p, nullptr, 0);
 }
 
+// Whether an opcode is of the QP's own transport: rxe's header check drops
+// any other (a UC SEND to an RC QP reset its expected PSN: one forged
+// packet broke the connection).
+bool opcode_fits(uint8_t opcode, uint32_t qp_type) {
+  switch (opcode & kTransportMask) {
+    case kTransportRc:
+      return qp_type == IBV_QPT_RC;
+    case kTransportUc:
+      return qp_type == IBV_QPT_UC;
+    case kTransportUd:
+      return qp_type == IBV_QPT_UD;
+    case kTransportXrc:
+      return qp_type == IBV_QPT_XRC_RECV;
+    default:
+      return false;
+  }
+}
+
 void Engine::on_request(const RocePacket& pkt, const PacketAddrs& from) {
   const uint32_t qpn = pkt.bth.dest_qp;
-  // The QP's transport, not the packet's, says how a packet is taken: an
-  // opcode of another transport is dropped, as rxe's header check drops it
-  // (a UC SEND to an RC QP reset its expected PSN: one forged packet broke
-  // the connection).
   const shm::Peer* owner;
   shm::QpShared* t;
   if (!find_target(qpn, &owner, &t)) {
     counters.add_device(kNoQp);
     return;
   }
-  const ibv_qp_type sent_as = qp_type_of(pkt.bth.opcode);
-  const bool fits = (pkt.bth.opcode & kTransportMask) == kTransportRc    ? t->type == IBV_QPT_RC
-                    : (pkt.bth.opcode & kTransportMask) == kTransportUc  ? t->type == IBV_QPT_UC
-                    : (pkt.bth.opcode & kTransportMask) == kTransportUd  ? t->type == IBV_QPT_UD
-                    : (pkt.bth.opcode & kTransportMask) == kTransportXrc ? t->type == IBV_QPT_XRC_RECV
-                                                                         : false;
-  if (!fits) {
+  // The QP's transport, not the packet's, says how a packet is taken.
+  if (!opcode_fits(pkt.bth.opcode, t->type)) {
     counters.add(qpn, kWrongTransport);
     return;
   }
-  if (sent_as == IBV_QPT_UC || sent_as == IBV_QPT_UD)
-    receive_unreliable(pkt, from, qpn);
+  if (t->type == IBV_QPT_UC || t->type == IBV_QPT_UD)
+    receive_unreliable(pkt, from, qpn, *owner, *t);
   else
-    receive_reliable(pkt, from, qpn);
+    receive_reliable(pkt, from, qpn, *owner, *t);
 }
 
-void Engine::receive_unreliable(const RocePacket& pkt, const PacketAddrs& from, uint32_t qpn) {
+void Engine::on_group_request(const RocePacket& pkt, const PacketAddrs& from, uint32_t qpn) {
   const shm::Peer* owner;
   shm::QpShared* t;
   if (!find_target(qpn, &owner, &t)) {
     counters.add_device(kNoQp);
     return;
   }
+  receive_unreliable(pkt, from, qpn, *owner, *t);
+}
+
+void Engine::receive_unreliable(const RocePacket& pkt, const PacketAddrs& from, uint32_t qpn,
+                                const shm::Peer& owner, shm::QpShared& t) {
   shm::PeerTable& peers = shm::Host::get()->peers();
   const Destination d = source_of(from);
   const OpcodeInfo* info = opcode_info(pkt.bth.opcode);
   if (qp_type_of(pkt.bth.opcode) == IBV_QPT_UD) {
     if (!info->is(kOnly)) return;
-    Message m = message_for(pkt, pkt, *t, d);
+    Message m = message_for(pkt, pkt, t, d);
     Piece piece{const_cast<uint8_t*>(pkt.payload), static_cast<uint32_t>(pkt.payload_len)};
     m.pieces = &piece;
     m.num_pieces = 1;
     m.length = pkt.payload_len;
-    respond(peers, *owner, *t, m);
+    respond(peers, owner, t, m);
     return;
   }
   // UC: a message missing a packet is dropped whole, as the wire loses it.
-  if (std::memcmp(&from.src, t->dgid.raw, 16) != 0) return;
+  if (std::memcmp(&from.src, t.dgid.raw, 16) != 0) return;
   auto [it, fresh] = receivers.try_emplace(qpn);
   Receiver& r = it->second;
   if (info->starts_message()) {
@@ -232,28 +246,27 @@ void Engine::receive_unreliable(const RocePacket& pkt, const PacketAddrs& from, 
   r.bytes.insert(r.bytes.end(), pkt.payload, pkt.payload + pkt.payload_len);
   if (!info->ends_message()) return;
   r.in_message = false;
-  Message m = message_for(r.first, pkt, *t, d);
+  Message m = message_for(r.first, pkt, t, d);
   Piece piece{r.bytes.data(), static_cast<uint32_t>(r.bytes.size())};
   m.pieces = &piece;
   m.num_pieces = 1;
   m.length = r.bytes.size();
-  respond(peers, *owner, *t, m);
+  respond(peers, owner, t, m);
 }
 
-void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, uint32_t qpn) {
-  const shm::Peer* owner;
-  shm::QpShared* t;
-  if (!find_target(qpn, &owner, &t) || std::memcmp(&from.src, t->dgid.raw, 16) != 0) {
-    counters.add_device(kNoQp);  // no such QP here, or not from its connected peer
+void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, uint32_t qpn,
+                              const shm::Peer& owner, shm::QpShared& t) {
+  if (std::memcmp(&from.src, t.dgid.raw, 16) != 0) {
+    counters.add_device(kNoQp);  // not from its connected peer
     return;
   }
   shm::PeerTable& peers = shm::Host::get()->peers();
   auto [it, fresh] = receivers.try_emplace(qpn);
   Receiver& r = it->second;
-  if (fresh) r.epsn = t->rq_psn;
+  if (fresh) r.epsn = t.rq_psn;
   const OpcodeInfo* info = opcode_info(pkt.bth.opcode);
   const PacketAddrs to = reply_to(from);
-  const uint32_t peer_qpn = t->dest_qpn, psn = pkt.bth.psn;
+  const uint32_t peer_qpn = t.dest_qpn, psn = pkt.bth.psn;
   const Destination d = source_of(from);
   const int order = psn_compare(psn, r.epsn);
   const bool read = info->is(kRead), atomic = info->is(kAtomic);
@@ -287,7 +300,7 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
   if (order == 0) r.nak_sent = false;
 
   if (read) {
-    const uint32_t len = pkt.reth.len, mtu = std::min(responder_mtu(*t), link_mtu_to(from.src));
+    const uint32_t len = pkt.reth.len, mtu = std::min(responder_mtu(t), link_mtu_to(from.src));
     if (order < 0) {
       // Repeated: only a READ this responder executed, still in its
       // resources, is answered again. A requester asks again from its
@@ -311,10 +324,10 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
     // The whole range is checked first (rkey, bounds, access), with nothing
     // read; the bytes then go out a packet at a time: no buffer of the
     // length the packet claims is ever allocated.
-    Message m = message_for(pkt, pkt, *t, d);
+    Message m = message_for(pkt, pkt, t, d);
     m.num_sink = 0;
     m.length = len;
-    Response resp = respond(peers, *owner, *t, m);
+    Response resp = respond(peers, owner, t, m);
     if (resp.outcome != Outcome::kAck) {
       if (is_error(resp.outcome)) answer(qpn, to, peer_qpn, nak_for(resp.outcome), psn, r.msn);
       return;
@@ -323,7 +336,7 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
     if (order == 0) {
       r.epsn = psn_add(psn, n);
       r.msn = psn_add(r.msn, 1);
-      const uint32_t keep = std::clamp<uint32_t>(t->max_dest_rd_atomic, 1, kReadReplays);
+      const uint32_t keep = std::clamp<uint32_t>(t.max_dest_rd_atomic, 1, kReadReplays);
       r.reads[r.next_read % keep] = ReadReplay{psn, n, pkt.reth.rkey, len, pkt.reth.va, true};
       r.next_read = (r.next_read + 1) % keep;
     }
@@ -331,7 +344,7 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
     for (uint32_t i = 0; i < n; ++i) {
       const uint32_t off = i * mtu, size = std::min(mtu, len - std::min(len, off));
       if (size) {
-        Message part = message_for(pkt, pkt, *t, d);
+        Message part = message_for(pkt, pkt, t, d);
         Piece sink{chunk.data(), size};
         part.sink = &sink;
         part.num_sink = 1;
@@ -339,7 +352,7 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
         part.length = size;
         // Deregistered while being read: what was sent stays sent, the
         // rest is a remote access error, as on a NIC.
-        if (Response rp = respond(peers, *owner, *t, part); rp.outcome != Outcome::kAck) {
+        if (Response rp = respond(peers, owner, t, part); rp.outcome != Outcome::kAck) {
           if (is_error(rp.outcome)) answer(qpn, to, peer_qpn, nak_for(rp.outcome), psn_add(psn, i), r.msn);
           return;
         }
@@ -360,11 +373,11 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
 
   if (atomic) {
     uint64_t original = 0;
-    Message m = message_for(pkt, pkt, *t, d);
+    Message m = message_for(pkt, pkt, t, d);
     Piece sink{reinterpret_cast<uint8_t*>(&original), 8};
     m.sink = &sink;
     m.num_sink = 1;
-    Response resp = respond(peers, *owner, *t, m);
+    Response resp = respond(peers, owner, t, m);
     if (resp.outcome != Outcome::kAck) {
       if (is_error(resp.outcome)) answer(qpn, to, peer_qpn, nak_for(resp.outcome), psn, r.msn);
       return;
@@ -409,9 +422,9 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
   }
   Response resp{Outcome::kAck, 0};
   if (write && pkt.payload_len) {
-    Message m = message_for(r.first, pkt, *t, d);
+    Message m = message_for(r.first, pkt, t, d);
     m.length = r.first.reth.len;
-    resp = place_write_packet(peers, *owner, *t, m, r.placed, pkt.payload, static_cast<uint32_t>(pkt.payload_len));
+    resp = place_write_packet(peers, owner, t, m, r.placed, pkt.payload, static_cast<uint32_t>(pkt.payload_len));
     r.placed += pkt.payload_len;
   } else if (!write) {
     r.bytes.insert(r.bytes.end(), pkt.payload, pkt.payload + pkt.payload_len);
@@ -423,13 +436,13 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
       return;
     }
     r.in_message = false;
-    Message m = message_for(r.first, pkt, *t, d);
+    Message m = message_for(r.first, pkt, t, d);
     Piece piece{r.bytes.data(), static_cast<uint32_t>(r.bytes.size())};
     m.pieces = &piece;
     m.num_pieces = r.bytes.empty() ? 0 : 1;
     m.length = write ? r.placed : r.bytes.size();
     resp = Response{Outcome::kRemoteInvalid, 0};
-    if (!write || r.first.reth.len == r.placed) resp = respond(peers, *owner, *t, m);
+    if (!write || r.first.reth.len == r.placed) resp = respond(peers, owner, t, m);
   } else {
     r.in_message = false;  // a placement failed: the message goes no further
   }
