@@ -373,9 +373,8 @@ ibv_wc_status send_frame(Qp* qp, const uint8_t* frame, size_t len) {
     // and RSS tests send from one context to a flow of another. On lo the
     // kernel loops every frame back itself.
     if (!port->loopback) {
-      packet::Parsed p = packet::parse(frame, len);
       std::lock_guard g(net().mu);
-      steer(*port, p, false, qp->ctx);
+      if (!port->flows.empty()) steer(*port, packet::parse(frame, len), false, qp->ctx);
     }
     return IBV_WC_SUCCESS;
   }
