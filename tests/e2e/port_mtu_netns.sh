@@ -35,9 +35,6 @@ devinfo_mtu() {  # "active max" as ibv_devinfo prints them in namespace $1, e.g.
   v=$(ip netns exec "$1" ibv_devinfo) || return 1
   echo "$(sed -nE 's/^[[:space:]]*active_mtu:[[:space:]]*(.*)$/\1/p' <<<"$v") $(sed -nE 's/^[[:space:]]*max_mtu:[[:space:]]*(.*)$/\1/p' <<<"$v")"
 }
-gid_of() {  # the GID index of $2 in namespace $1
-  ip netns exec "$1" ibv_devinfo -v | sed -nE "s/^[[:space:]]*GID\[ *([0-9]+)\]:[[:space:]]+${2//./\\.},.*/\1/p" | head -1
-}
 
 # 1. ibv_devinfo, as rxe on the same links.
 m=$(devinfo_mtu "$a"); echo "veth 1500: $m"

@@ -21,21 +21,11 @@
 #include <vector>
 
 #include "net/roce_datagram.h"
+#include "net/roce_frame.h"
 #include "net/roce_header.h"
 #include "net/roce_opcode.h"
 
 using namespace sv::net;
-
-namespace {
-
-in6_addr mapped(const char* ip4) {
-  in6_addr a{};
-  a.s6_addr[10] = a.s6_addr[11] = 0xff;
-  inet_pton(AF_INET, ip4, a.s6_addr + 12);
-  return a;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 6) {
@@ -57,8 +47,8 @@ int main(int argc, char** argv) {
   socklen_t len = sizeof src;
   getsockname(fd, reinterpret_cast<sockaddr*>(&src), &len);
   DatagramAddrs addrs;
-  addrs.src_ip = mapped(argv[1]);
-  addrs.dst_ip = mapped(argv[2]);
+  addrs.src_ip = v4_mapped(src.sin_addr.s_addr);
+  addrs.dst_ip = v4_mapped(dst.sin_addr.s_addr);
   addrs.src_port = ntohs(src.sin_port);
   addrs.dst_port = 4791;
   std::mt19937 rng(12345);

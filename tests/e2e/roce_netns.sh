@@ -137,9 +137,7 @@ NFT
   done
 fi
 
-gid_of() {  # the GID index of $2 in namespace $1, as ibv_devinfo shows it
-  ip netns exec "$1" ibv_devinfo -v | sed -nE "s/^[[:space:]]*GID\[ *([0-9]+)\]:[[:space:]]+${2//./\\.},.*/\1/p" | head -1
-}
+. "$(dirname "$0")/two_hosts.sh"  # gid_of
 ga=$(gid_of "$a" "$gid_a") gb=$(gid_of "$b" "$gid_b")
 [[ -n $ga && -n $gb ]] || { echo "no GID for the veth addresses ($ga/$gb)"; ip netns exec "$a" ibv_devinfo -v; exit 1; }
 

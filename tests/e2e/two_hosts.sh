@@ -14,6 +14,12 @@ make_two_hosts() {
     ip -n "$a" link set "$va" up && ip -n "$b" link set "$vb" up || { echo "cannot set up the veth link"; return 1; }
 }
 
+# gid_of HOST GID: the index ibv_devinfo shows for GID (as it prints it,
+# e.g. ::ffff:10.94.0.1) in namespace HOST; empty when it has none.
+gid_of() {
+  ip netns exec "$1" ibv_devinfo -v | sed -nE "s/^[[:space:]]*GID\[ *([0-9]+)\]:[[:space:]]+${2//./\\.},.*/\1/p" | head -1
+}
+
 # count_roce_sent HOST: an nftables counter of the RoCEv2 packets (UDP 4791)
 # the namespace HOST sends. Returns 77 when nftables refuses it.
 count_roce_sent() {

@@ -79,6 +79,23 @@ struct Listener {
   }
 };
 
+// An id bound to 127.0.0.1 and a port of its own that does not listen (yet).
+struct BoundOnly {
+  rdma_event_channel* ch = rdma_create_event_channel();
+  rdma_cm_id* id = nullptr;
+  uint16_t port = 0;
+  BoundOnly() {
+    EXPECT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
+    sockaddr_in addr = loopback(0);
+    EXPECT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&addr)), 0);
+    port = ntohs(rdma_get_src_port(id));
+  }
+  ~BoundOnly() {
+    rdma_destroy_id(id);
+    rdma_destroy_event_channel(ch);
+  }
+};
+
 // An active id with its route resolved towards 127.0.0.1:port.
 struct Client {
   rdma_event_channel* ch = rdma_create_event_channel();
@@ -163,13 +180,8 @@ TEST(CmConnect, NobodyListeningIsRejectedNotAHang) {
 TEST(CmConnect, ReqWaitsForABoundPortToListen) {
   for (int delay_ms : {0, 50, 1500}) {
     SCOPED_TRACE(delay_ms);
-    rdma_event_channel* sch = rdma_create_event_channel();
-    rdma_cm_id* server = nullptr;
-    ASSERT_EQ(rdma_create_id(sch, &server, nullptr, RDMA_PS_TCP), 0);
-    sockaddr_in addr = loopback(0);
-    ASSERT_EQ(rdma_bind_addr(server, reinterpret_cast<sockaddr*>(&addr)), 0);
-    const uint16_t port = ntohs(rdma_get_src_port(server));
-    Client client(port);
+    BoundOnly server;
+    Client client(server.port);
     ibv_qp_init_attr attr = small_qp();
     ASSERT_EQ(rdma_create_qp(client.id, nullptr, &attr), 0);
     ASSERT_EQ(rdma_connect(client.id, nullptr), 0);
@@ -178,8 +190,8 @@ TEST(CmConnect, ReqWaitsForABoundPortToListen) {
     rdma_cm_id* child = nullptr;
     std::thread serve([&] {
       usleep(delay_ms * 1000);
-      ASSERT_EQ(rdma_listen(server, 8), 0);
-      rdma_cm_event* req = expect_event(sch, RDMA_CM_EVENT_CONNECT_REQUEST);
+      ASSERT_EQ(rdma_listen(server.id, 8), 0);
+      rdma_cm_event* req = expect_event(server.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
       ASSERT_NE(req, nullptr);
       child = req->id;
       rdma_ack_cm_event(req);
@@ -188,7 +200,7 @@ TEST(CmConnect, ReqWaitsForABoundPortToListen) {
       rdma_conn_param accept{};
       accept.responder_resources = accept.initiator_depth = 1;
       ASSERT_EQ(rdma_accept(child, &accept), 0);
-      ack_expected(sch, RDMA_CM_EVENT_ESTABLISHED);
+      ack_expected(server.ch, RDMA_CM_EVENT_ESTABLISHED);
     });
     ack_expected(client.ch, RDMA_CM_EVENT_ESTABLISHED);
     serve.join();
@@ -196,8 +208,6 @@ TEST(CmConnect, ReqWaitsForABoundPortToListen) {
     rdma_disconnect(client.id);
     rdma_destroy_qp(child);
     rdma_destroy_id(child);
-    rdma_destroy_id(server);
-    rdma_destroy_event_channel(sch);
   }
 }
 
@@ -216,12 +226,8 @@ TEST(CmConnect, ReqToAPortNobodyHoldsIsRejectedAtOnce) {
   EXPECT_EQ(ev->status, 8);
   rdma_ack_cm_event(ev);
 
-  rdma_event_channel* sch = rdma_create_event_channel();
-  rdma_cm_id* server = nullptr;
-  ASSERT_EQ(rdma_create_id(sch, &server, nullptr, RDMA_PS_TCP), 0);
-  sockaddr_in addr = loopback(0);
-  ASSERT_EQ(rdma_bind_addr(server, reinterpret_cast<sockaddr*>(&addr)), 0);
-  Client late(ntohs(rdma_get_src_port(server)));
+  BoundOnly server;
+  Client late(server.port);
   ASSERT_EQ(rdma_create_qp(late.id, nullptr, &attr), 0);
   ASSERT_EQ(rdma_connect(late.id, nullptr), 0);
   pollfd lfd{late.ch->fd, POLLIN, 0};
@@ -230,8 +236,6 @@ TEST(CmConnect, ReqToAPortNobodyHoldsIsRejectedAtOnce) {
   ASSERT_NE(ev, nullptr);
   EXPECT_EQ(ev->status, 8);
   rdma_ack_cm_event(ev);
-  rdma_destroy_id(server);
-  rdma_destroy_event_channel(sch);
 }
 
 TEST(CmConnect, ConnectAcceptExchangeAndDisconnect) {
