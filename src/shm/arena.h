@@ -50,6 +50,12 @@ class Arena {
   int64_t take_doorbell_index() { return locked_take(doorbell_ids_); }
   int64_t take_context_index() { return locked_take(context_ids_); }
   void give_qp_index(uint32_t i) { locked_give(qp_ids_, i); }
+  // QPN 0xffffff is the multicast QPN, never a QP's: the last registry
+  // slot's last QP index is never handed out.
+  void withhold_multicast_qpn(uint32_t slot) {
+    std::lock_guard g(mu_);
+    if (qpn_slot(kMulticastQpn) == slot) qp_ids_.withhold(qpn_index(kMulticastQpn));
+  }
   void give_mr_index(uint32_t i) { locked_give(mr_ids_, i); }
   void give_srq_index(uint32_t i) { locked_give(srq_ids_, i); }
   void give_doorbell_index(uint32_t i) { locked_give(doorbell_ids_, i); }

@@ -73,6 +73,7 @@ Host* Host::get() {
     return nullptr;
   }
   uint32_t inc = reg->proc(slot).incarnation.load();
+  arena->withhold_multicast_qpn(slot);
   arena->header()->slot = slot;
   arena->header()->incarnation = inc;
   SV_DEBUG("attached to %s as slot %u", reg->path().c_str(), slot);

@@ -32,6 +32,11 @@ class IndexPool {
       --count_;
     }
   }
+  // Takes `i` out of circulation for good: a number that must never name
+  // an object (the multicast QPN).
+  void withhold(uint32_t i) {
+    if (i < used_.size()) used_[i] = true;
+  }
   uint32_t count() const { return count_; }
 
  private:
