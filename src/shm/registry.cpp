@@ -72,9 +72,15 @@ Registry* Registry::open_or_create() {
   }
   bool fresh = false;
   if (static_cast<size_t>(st.st_size) < sizeof(RegistryHeader)) {
-    if (ftruncate(fd, sizeof(RegistryHeader)) != 0) {
+    // Its pages are allocated now, not at first touch: on a full /dev/shm
+    // that touch would be a SIGBUS (ftruncate only sets the size); here it
+    // is an error the verb returns, and the next attempt starts over.
+    if (int err = posix_fallocate(fd, 0, sizeof(RegistryHeader))) {
+      SV_ERROR("cannot allocate registry %s: %s%s", path.c_str(), strerror(err),
+               err == ENOSPC ? " (/dev/shm is full)" : "");
       flock(fd, LOCK_UN);
       ::close(fd);
+      errno = err;
       return nullptr;
     }
     fresh = true;

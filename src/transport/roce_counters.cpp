@@ -52,9 +52,17 @@ void Counters::open() {
   remove_stale_files();
   path_ = stats_path(geteuid(), getpid());
   int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0 || ftruncate(fd, sizeof(StatsFile)) != 0) {
-    SV_INFO("no RoCEv2 counters file %s", path_.c_str());
-    if (fd >= 0) ::close(fd);
+  // Pages allocated now (ftruncate alone would leave them to the first
+  // touch: a SIGBUS on a full /dev/shm). The counters are for people, not
+  // for the traffic: without them the device works, and says why.
+  int err = fd < 0 ? errno : posix_fallocate(fd, 0, sizeof(StatsFile));
+  if (err) {
+    SV_WARN("no RoCEv2 counters file %s: %s", path_.c_str(), strerror(err));
+    if (fd >= 0) {
+      ::close(fd);
+      unlink(path_.c_str());
+    }
+    path_.clear();
     return;
   }
   void* p = mmap(nullptr, sizeof(StatsFile), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

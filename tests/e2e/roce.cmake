@@ -165,3 +165,5 @@ target_link_libraries(roce_forge PRIVATE softverbs_net)
 add_test(NAME e2e_roce_forged_requests COMMAND ${CMAKE_CURRENT_LIST_DIR}/roce_forged_requests.sh $<TARGET_FILE:roce_forge>)
 set_tests_properties(e2e_roce_forged_requests PROPERTIES ENVIRONMENT "${E2E_ENV}" LABELS "e2e;roce" TIMEOUT 120
   SKIP_RETURN_CODE 77 PROCESSORS 2)
+add_test(NAME e2e_shm_full COMMAND ${CMAKE_CURRENT_LIST_DIR}/shm_full.sh)
+set_tests_properties(e2e_shm_full PROPERTIES ENVIRONMENT "${E2E_ENV}" LABELS "e2e;roce" TIMEOUT 120 SKIP_RETURN_CODE 77)
