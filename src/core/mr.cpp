@@ -10,6 +10,7 @@
 #include "core/handles.h"
 #include "core/limits.h"
 #include "core/mw.h"
+#include "core/pinned_pages.h"
 #include "core/transport.h"
 #include "util/bits.h"
 #include "util/knobs.h"
@@ -152,13 +153,20 @@ Mr* reg_mr(Pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
     errno = err;
     return nullptr;
   }
+  const uint64_t charge = on_demand(access) ? 0 : pages_spanned(a, length);
+  if (!charge_pinned_pages(charge)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
   shm::Host& host = *pd->ctx->host;
   int64_t idx = host.arena().take_mr_index();
   if (idx < 0) {
+    uncharge_pinned_pages(charge);
     errno = ENOMEM;
     return nullptr;
   }
   auto* mr = new Mr();
+  mr->charged_pages = charge;
   mr->context = pd->context;
   mr->pd = pd;
   mr->pd_obj = pd;
@@ -213,6 +221,18 @@ int rereg_mr(Mr* mr, int flags, Pd* pd, void* addr, size_t length, unsigned acce
     errno = err;
     return IBV_REREG_MR_ERR_CMD;
   }
+  // New pages are charged before the old are let go (the kernel takes the
+  // new umem first): a move past RLIMIT_MEMLOCK fails and leaves the MR be.
+  const bool moves = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) || on_demand(new_access) != on_demand(mr->access);
+  const uint64_t new_charge = on_demand(new_access) ? 0 : pages_spanned(reinterpret_cast<uint64_t>(new_addr), new_len);
+  if (moves && !charge_pinned_pages(new_charge)) {
+    errno = ENOMEM;
+    return IBV_REREG_MR_ERR_CMD;
+  }
+  if (moves) {
+    uncharge_pinned_pages(mr->charged_pages);
+    mr->charged_pages = new_charge;
+  }
   shm::Host& host = *mr->pd_obj->ctx->host;
   shm::MrEntry& e = host.arena().mr_table()[mr->index];
   // The key is withdrawn while the entry changes, so no peer uses a
@@ -251,6 +271,8 @@ int dereg_mr(Mr* mr) {
   host.arena().mr_table()[owner->index].key.store(0, std::memory_order_release);
   release_for_network(*owner);
   unpin(*owner, host);
+  uncharge_pinned_pages(owner->charged_pages);
+  owner->charged_pages = 0;
   if (owner->dm) owner->dm->mr_uses->fetch_sub(1);
   host.arena().give_mr_index(owner->index);
   owner->pd_obj->users().fetch_sub(1);

@@ -21,6 +21,7 @@ struct Mr : ibv_mr {
   bool pinned = false;     // holds an overlay pin (shm/overlay.h)
   bool direct = false;     // reached without an overlay: holds its pages from overlays (hold_direct)
   uint64_t pin_page = 0;
+  uint64_t charged_pages = 0;  // against RLIMIT_MEMLOCK (core/pinned_pages.h)
   struct Dm* dm = nullptr;  // ibv_reg_dm_mr: the device memory it maps
   bool imported = false;    // made by ibv_import_mr: the resources are the original's
   uint64_t serial = 0;      // the life of the MR (core/handles.h)
@@ -28,7 +29,8 @@ struct Mr : ibv_mr {
 };
 
 // nullptr + errno (EINVAL bad flags/length, EFAULT unmapped or read-only
-// memory with write access, EOPNOTSUPP zero-based, ENOMEM). With
+// memory with write access, EOPNOTSUPP zero-based, ENOMEM: no MR index, or
+// past RLIMIT_MEMLOCK without CAP_IPC_LOCK, as the kernel). With
 // IBV_ACCESS_ON_DEMAND nothing is checked or pinned: the MR follows the
 // application's mappings; (NULL, SIZE_MAX) is the implicit ODP MR of the
 // whole address space.
