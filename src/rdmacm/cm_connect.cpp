@@ -17,6 +17,7 @@
 #include "cm_protocol.hpp"
 #include "cm_qp.hpp"
 #include "cm_state.hpp"
+#include "util/peer_credentials.h"
 
 namespace softverbs::rdmacm {
 namespace {
@@ -49,7 +50,12 @@ int connect_to_listener(Id* id) {
   for (const std::string& name : listener_names(id->pub.ps, &id->pub.route.addr.dst_addr)) {
     socklen_t len;
     sockaddr_un un = unix_name(name, &len);
-    if (connect(id->sock, reinterpret_cast<sockaddr*>(&un), len) == 0) return 0;
+    if (connect(id->sock, reinterpret_cast<sockaddr*>(&un), len) == 0) {
+      if (sv::is_our_uid(sv::peer_uid(id->sock))) return 0;
+      // Another user holds the name (squatting it): not a listener of ours.
+      errno = ECONNREFUSED;
+      return -1;
+    }
     if (errno != ECONNREFUSED && errno != ENOENT) return -1;
   }
   errno = ECONNREFUSED;

@@ -41,6 +41,7 @@
 #include "net/roce_opcode.h"
 #include "net/udp_sport.h"
 #include "util/kernel_socket.h"
+#include "util/peer_credentials.h"
 
 namespace softverbs::rdmacm {
 namespace {
@@ -198,7 +199,9 @@ int bind_mailbox(const std::string& name) {
   if (fd < 0) return -1;
   socklen_t len;
   sockaddr_un un = unix_name(name, &len);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&un), len) != 0) {
+  // Any user can send to an abstract name: read_mailbox keeps only MADs our
+  // own processes posted, by the kernel's word on the sender.
+  if (!sv::pass_credentials(fd) || bind(fd, reinterpret_cast<sockaddr*>(&un), len) != 0) {
     int err = errno;
     close(fd);
     errno = err;
@@ -272,9 +275,15 @@ void answer_dreq(Id* id) {
 bool read_mailbox(int fd, ibcm::MailboxHeader* from, ibcm::CmMessage* mad) {
   for (;;) {
     uint8_t buf[ibcm::kMailboxDatagram];
-    ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    iovec iov{buf, sizeof buf};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    sv::CredentialsBuffer creds;
+    creds.attach(&msg);
+    ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT);
     if (n < 0) return false;
-    if (n != static_cast<ssize_t>(sizeof buf)) continue;
+    if (n != static_cast<ssize_t>(sizeof buf) || !sv::is_our_uid(sv::sender_uid(&msg))) continue;
     std::memcpy(from, buf, sizeof *from);
     if (from->magic != ibcm::MailboxHeader::kMagic) continue;
     if (ibcm::decode(std::span<const uint8_t>(buf + sizeof *from, ibcm::kMadSize), *mad) != ibcm::DecodeError::None)

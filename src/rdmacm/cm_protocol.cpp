@@ -16,6 +16,7 @@
 #include "cm_protocol.hpp"
 #include "cm_qp.hpp"
 #include "cm_state.hpp"
+#include "util/peer_credentials.h"
 
 namespace softverbs::rdmacm {
 namespace {
@@ -330,6 +331,12 @@ void on_listener_readable(Id* listener) {
   for (;;) {
     int fd = accept4(listener->sock, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
+    // The rendezvous name is abstract: any user can connect to it. Only our
+    // own processes are connections to take (another user's would be forged).
+    if (!sv::is_our_uid(sv::peer_uid(fd))) {
+      close(fd);
+      continue;
+    }
     uint64_t key = watch_add(channel_of(listener->pub.channel), WatchKind::Incoming, fd, listener);
     if (!key) {
       close(fd);

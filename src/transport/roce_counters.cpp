@@ -20,7 +20,7 @@ const char* counter_name(uint32_t c) {
       "retransmits",    "ack_timeouts",       "probes",       "seq_naks_sent",      "seq_naks_received",
       "rnr_naks_sent",  "rnr_naks_received",  "error_naks_sent",    "error_naks_received",
       "duplicates",     "icrc_errors",        "no_qp",              "wrong_transport",
-      "stale_reads"};
+      "stale_reads",    "foreign_senders"};
   return c < kCounterCount ? kNames[c] : "?";
 }
 

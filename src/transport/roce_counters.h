@@ -35,6 +35,7 @@ enum Counter : uint32_t {
   kNoQp,              // dropped: for no QP of this host, or not from its peer
   kWrongTransport,    // dropped: an opcode of another transport than the QP's
   kStaleReads,        // dropped: a READ with a past PSN that is none of the last executed
+  kForeignSenders,    // dropped: handed to us through a unix socket by another user's process
   kCounterCount
 };
 const char* counter_name(uint32_t c);
@@ -44,7 +45,7 @@ struct CounterBlock {
 };
 
 inline constexpr uint32_t kStatsMagic = 0x53565354;  // "SVST"
-inline constexpr uint32_t kStatsVersion = 3;
+inline constexpr uint32_t kStatsVersion = 4;
 inline constexpr uint32_t kStatsQps = 256;  // QPs counted one by one; the rest only in the device total
 
 struct StatsQp {

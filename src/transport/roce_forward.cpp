@@ -9,6 +9,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "util/log.h"
+#include "util/peer_credentials.h"
+
 namespace sv {
 namespace {
 
@@ -49,7 +52,9 @@ bool Forwarder::open(uint32_t slot) {
   socklen_t len = address_of(slot, &a);
   int size = 4 << 20;
   setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
-  if (bind(fd_, reinterpret_cast<sockaddr*>(&a), len) != 0) {
+  // Any user of the network namespace can send to an abstract name: the
+  // kernel's word on each sender decides (receive drops other users').
+  if (!pass_credentials(fd_) || bind(fd_, reinterpret_cast<sockaddr*>(&a), len) != 0) {
     ::close(fd_);
     fd_ = -1;
     return false;
@@ -85,21 +90,32 @@ bool Forwarder::forward(uint32_t slot, const DatagramInfo& info, uint16_t dst_po
 
 ssize_t Forwarder::receive(uint8_t* buf, size_t cap, DatagramInfo* info, uint16_t* dst_port, uint16_t* seg) {
   if (fd_ < 0) return -1;
-  ForwardHeader h;
-  iovec iov[2] = {{&h, sizeof h}, {buf, cap}};
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = 2;
-  ssize_t n = recvmsg(fd_, &msg, MSG_DONTWAIT);
-  if (n < static_cast<ssize_t>(sizeof h) || (msg.msg_flags & MSG_TRUNC)) return -1;
-  info->src = h.src;
-  info->dst = h.dst;
-  info->src_port = h.src_port;
-  info->traffic_class = h.traffic_class;
-  info->hop_limit = h.hop_limit;
-  *dst_port = h.dst_port;
-  *seg = h.seg;
-  return n - static_cast<ssize_t>(sizeof h);
+  for (;;) {
+    ForwardHeader h;
+    iovec iov[2] = {{&h, sizeof h}, {buf, cap}};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 2;
+    CredentialsBuffer creds;
+    creds.attach(&msg);
+    ssize_t n = recvmsg(fd_, &msg, MSG_DONTWAIT);
+    if (n < 0) return -1;
+    if (const uint32_t uid = sender_uid(&msg); !is_our_uid(uid)) {
+      // Another user's process injecting packets as if from the wire.
+      ++foreign_;
+      if (foreign_ == 1) SV_WARN("RoCEv2: dropped a datagram forwarded by uid %u, not ours", uid);
+      continue;
+    }
+    if (n < static_cast<ssize_t>(sizeof h) || (msg.msg_flags & MSG_TRUNC)) continue;
+    info->src = h.src;
+    info->dst = h.dst;
+    info->src_port = h.src_port;
+    info->traffic_class = h.traffic_class;
+    info->hop_limit = h.hop_limit;
+    *dst_port = h.dst_port;
+    *seg = h.seg;
+    return n - static_cast<ssize_t>(sizeof h);
+  }
 }
 
 }  // namespace sv

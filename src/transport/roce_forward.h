@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "transport/roce_socket.h"
 
@@ -43,11 +44,16 @@ class Forwarder {
                uint16_t seg = 0);
   // Receives one forwarded message without blocking (into `buf`, `cap`
   // bytes): its length, or -1 when none waits; `*seg` as forward() had it.
+  // Messages another user sent (the kernel's credentials say so) are
+  // dropped and counted.
   ssize_t receive(uint8_t* buf, size_t cap, DatagramInfo* info, uint16_t* dst_port, uint16_t* seg);
+  // How many messages of other users receive() has dropped; taken (reset).
+  uint64_t take_foreign() { return std::exchange(foreign_, 0); }
 
  private:
   int fd_ = -1;       // ours, bound: what others forward to us
   int send_fd_ = -1;  // unbound, blocking with a short timeout: what we forward
+  uint64_t foreign_ = 0;
 };
 
 }  // namespace sv

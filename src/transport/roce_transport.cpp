@@ -288,6 +288,7 @@ void drain(Engine& e, ReceiveSlots& slots, int budget, Readable readable = {}) {
     for_each_segment(slots.at(0), n, seg, [&](uint8_t* buf, size_t len) { handle_datagram(e, buf, len, info, port, how); });
     if (k % 16 == 15) run_answers(e);
   }
+  if (const uint64_t foreign = e.fwd.take_foreign()) e.counters.add_device(kForeignSenders, foreign);
   run_answers(e);
 }
 
