@@ -16,6 +16,7 @@
 #include <cstring>
 #include <string>
 
+#include "shm/runtime_dir.h"
 #include "transport/roce_counters.h"
 
 using namespace sv::roce;
@@ -79,14 +80,13 @@ int main(int argc, char** argv) {
         return opt == 'h' ? 0 : 2;
     }
   }
-  if (only >= 0) return show(stats_path(geteuid(), static_cast<pid_t>(only)), all) ? 0 : 1;
-  const std::string prefix = "softverbs-net." + std::to_string(geteuid()) + ".";
-  DIR* d = opendir("/dev/shm");
+  if (only >= 0) return show(stats_path(static_cast<pid_t>(only)), all) ? 0 : 1;
+  const std::string& dir = sv::shm::runtime_dir();
+  DIR* d = dir.empty() ? nullptr : opendir(dir.c_str());
   if (!d) return 1;
   int shown = 0;
   while (dirent* e = readdir(d))
-    if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0)
-      shown += show(std::string("/dev/shm/") + e->d_name, all);
+    if (std::strncmp(e->d_name, "net.", 4) == 0) shown += show(dir + "/" + e->d_name, all);
   closedir(d);
   if (!shown) std::printf("no process of this user is using the RoCEv2 transport\n");
   return 0;

@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
 
 #include "shm/robust_mutex.h"
+#include "shm/runtime_dir.h"
 #include "util/clock.h"
 #include "util/knobs.h"
 #include "util/log.h"
@@ -39,7 +41,18 @@ Registry* Registry::open_or_create() {
   // The layout version is part of the name: processes of builds with
   // different layouts cannot talk, and must not overwrite each other's
   // registry while they run.
-  std::string path = "/dev/shm/softverbs-" + k.domain + ".v" + std::to_string(kLayoutVersion);
+  // A domain named on purpose is shared by name in /dev/shm (any user who
+  // names it may join, as SOFTVERBS_DOMAIN_MODE allows); the default one
+  // is this user's, in a directory no one else can plant files in.
+  const bool named = std::getenv("SOFTVERBS_DOMAIN") != nullptr;
+  std::string path;
+  if (named) {
+    path = "/dev/shm/softverbs-" + k.domain + ".v" + std::to_string(kLayoutVersion);
+  } else {
+    const std::string& dir = runtime_dir();
+    if (dir.empty()) return nullptr;  // said why
+    path = dir + "/registry.v" + std::to_string(kLayoutVersion);
+  }
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, k.domain_mode);
   if (fd < 0) {
     SV_ERROR("cannot open registry %s: %s", path.c_str(), strerror(errno));
@@ -51,9 +64,8 @@ Registry* Registry::open_or_create() {
     errno = EACCES;
     return nullptr;
   }
-  // Refuse a registry planted by another user in the shared /dev/shm, unless
-  // the user chose the domain explicitly (opting in to sharing).
-  if (st.st_uid != geteuid() && !std::getenv("SOFTVERBS_DOMAIN")) {
+  // Ours, unless the user chose the domain explicitly (opting in to sharing).
+  if (st.st_uid != geteuid() && !named) {
     SV_ERROR("registry %s belongs to uid %u, not us; set SOFTVERBS_DOMAIN to share", path.c_str(),
              st.st_uid);
     ::close(fd);

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "shm/runtime_dir.h"
 #include "util/log.h"
 
 namespace sv::roce {
@@ -24,8 +25,9 @@ const char* counter_name(uint32_t c) {
   return c < kCounterCount ? kNames[c] : "?";
 }
 
-std::string stats_path(uid_t uid, pid_t pid) {
-  return "/dev/shm/softverbs-net." + std::to_string(uid) + "." + std::to_string(pid);
+std::string stats_path(pid_t pid) {
+  const std::string& dir = shm::runtime_dir();
+  return dir.empty() ? "" : dir + "/net." + std::to_string(pid);
 }
 
 namespace {
@@ -33,14 +35,13 @@ namespace {
 // Files of processes that died without exiting (killed): removed by the next
 // process that opens its own, so /dev/shm does not fill up.
 void remove_stale_files() {
-  const std::string prefix = "softverbs-net." + std::to_string(geteuid()) + ".";
-  DIR* d = opendir("/dev/shm");
+  const std::string& dir = shm::runtime_dir();
+  DIR* d = dir.empty() ? nullptr : opendir(dir.c_str());
   if (!d) return;
   while (dirent* e = readdir(d)) {
-    if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) != 0) continue;
-    long pid = std::strtol(e->d_name + prefix.size(), nullptr, 10);
-    if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
-      unlink((std::string("/dev/shm/") + e->d_name).c_str());
+    if (std::strncmp(e->d_name, "net.", 4) != 0) continue;
+    long pid = std::strtol(e->d_name + 4, nullptr, 10);
+    if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) unlinkat(dirfd(d), e->d_name, 0);
   }
   closedir(d);
 }
@@ -50,7 +51,8 @@ void remove_stale_files() {
 void Counters::open() {
   if (file_) return;
   remove_stale_files();
-  path_ = stats_path(geteuid(), getpid());
+  path_ = stats_path(getpid());
+  if (path_.empty()) return;  // runtime_dir said why
   int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   // Pages allocated now (ftruncate alone would leave them to the first
   // touch: a SIGBUS on a full /dev/shm). The counters are for people, not
@@ -80,7 +82,7 @@ void Counters::open() {
   if (!exit_path) {
     exit_path = new std::string(path_);
     std::atexit([] {  // (a fork()ed child that never opened its own leaves the parent's alone)
-      if (*exit_path == stats_path(geteuid(), getpid())) unlink(exit_path->c_str());
+      if (*exit_path == stats_path(getpid())) unlink(exit_path->c_str());
     });
   } else {
     *exit_path = path_;

@@ -1,10 +1,10 @@
 // What the RoCEv2 engine counts, per process and per QP: packets and bytes
 // each way, retransmissions, ACK timeouts, NAKs of each kind sent and
 // received, duplicates, ICRC errors, packets for no QP. The counters live in
-// a small shared file, /dev/shm/softverbs-net.<uid>.<pid>, that a
-// command-line tool (softverbs-stat, tools/softverbs_stat.cpp) reads while
-// the process runs, as `rdma statistic` reads a NIC's; the file goes away
-// when the process exits.
+// a small shared file, net.<pid> in the user's runtime directory
+// (shm/runtime_dir.h), that a command-line tool (softverbs-stat,
+// tools/softverbs_stat.cpp) reads while the process runs, as `rdma
+// statistic` reads a NIC's; the file goes away when the process exits.
 #pragma once
 
 #include <sys/types.h>
@@ -63,7 +63,8 @@ struct StatsFile {
   StatsQp qps[kStatsQps];
 };
 
-std::string stats_path(uid_t uid, pid_t pid);
+// The counters file of our process `pid`; "" when we have no runtime directory.
+std::string stats_path(pid_t pid);
 
 // The engine's side. Calls come under the engine's mu, except add_device.
 class Counters {

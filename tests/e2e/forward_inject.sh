@@ -56,8 +56,12 @@ echo "--- as nobody: server exit $src, client exit $crc, foreign_senders $foreig
 grep -q "$iters iters" "$out/client" || { echo "FAIL: the client did not finish"; fail=1; }
 ((foreign > 0)) || { echo "FAIL: no foreign_senders counted"; fail=1; }
 # 2. As the same user: they arrive (the test reaches the socket at all).
+# A NAK counts only when its PSN is in flight as it arrives: sweep the PSNs
+# again and again until one does.
 run_pair 200000
-ip netns exec "$b" env SOFTVERBS_DOMAIN=uid0 "$inject" $slot 10.97.0.1 10.97.0.2 "$qpn" "$psn" 200000 >/dev/null
+while kill -0 $client 2>/dev/null; do
+  ip netns exec "$b" env SOFTVERBS_DOMAIN=uid0 "$inject" $slot 10.97.0.1 10.97.0.2 "$qpn" "$psn" 200000 >/dev/null 2>&1
+done
 finish
 echo "--- as the client's own user: client exit $crc"; tail -2 "$out/client"
 ((crc != 0)) || { echo "FAIL: the same injection by the same user had no effect: the test proves nothing"; fail=1; }

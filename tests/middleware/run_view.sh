@@ -26,7 +26,7 @@ cleanup() {
   if [[ -n $user ]]; then
     uid=$(id -u "$user")
     userdel "$user" >/dev/null 2>&1
-    rm -rf /dev/shm/softverbs-uid"$uid".*  # its registry and sysfs view
+    rm -rf /dev/shm/softverbs-uid"$uid" /dev/shm/softverbs-uid"$uid".*  # its registry, counters and sysfs view
   fi
   rm -rf "$work"
 }
