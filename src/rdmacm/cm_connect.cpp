@@ -51,7 +51,7 @@ int connect_to_listener(Id* id) {
     socklen_t len;
     sockaddr_un un = unix_name(name, &len);
     if (connect(id->sock, reinterpret_cast<sockaddr*>(&un), len) == 0) {
-      if (sv::is_our_uid(sv::peer_uid(id->sock))) return 0;
+      if (sv::is_trusted_uid(sv::peer_uid(id->sock))) return 0;
       // Another user holds the name (squatting it): not a listener of ours.
       errno = ECONNREFUSED;
       return -1;

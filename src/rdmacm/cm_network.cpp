@@ -283,7 +283,7 @@ bool read_mailbox(int fd, ibcm::MailboxHeader* from, ibcm::CmMessage* mad) {
     creds.attach(&msg);
     ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT);
     if (n < 0) return false;
-    if (n != static_cast<ssize_t>(sizeof buf) || !sv::is_our_uid(sv::sender_uid(&msg))) continue;
+    if (n != static_cast<ssize_t>(sizeof buf) || !sv::is_trusted_uid(sv::sender_uid(&msg))) continue;
     std::memcpy(from, buf, sizeof *from);
     if (from->magic != ibcm::MailboxHeader::kMagic) continue;
     if (ibcm::decode(std::span<const uint8_t>(buf + sizeof *from, ibcm::kMadSize), *mad) != ibcm::DecodeError::None)

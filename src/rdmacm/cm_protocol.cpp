@@ -333,7 +333,7 @@ void on_listener_readable(Id* listener) {
     if (fd < 0) return;
     // The rendezvous name is abstract: any user can connect to it. Only our
     // own processes are connections to take (another user's would be forged).
-    if (!sv::is_our_uid(sv::peer_uid(fd))) {
+    if (!sv::is_trusted_uid(sv::peer_uid(fd))) {
       close(fd);
       continue;
     }

@@ -1,6 +1,7 @@
 #include "transport/roce_forward.h"
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "shm/runtime_dir.h"
 #include "util/log.h"
 #include "util/peer_credentials.h"
 
@@ -23,14 +25,30 @@ struct ForwardHeader {
   uint16_t seg;  // 0: one datagram; else a GRO buffer's segment size
 };
 
-// The abstract socket name of the process of registry slot `slot`, as
-// cm_address.cpp names the CM's: per domain, in the network namespace.
+// The socket of the process of registry slot `slot`. In the user's own
+// domain: a file in its runtime directory (shm/runtime_dir.h), which no
+// other user can bind first (and so receive what we forward) or send to;
+// the network namespace is part of the name, as the port is per namespace.
+// In a domain named on purpose (shared by whoever names it), or when that
+// path would be too long, an abstract name per domain, in the namespace.
 socklen_t address_of(uint32_t slot, sockaddr_un* a) {
-  const char* d = std::getenv("SOFTVERBS_DOMAIN");
-  std::string domain = d && *d ? d : "uid" + std::to_string(getuid());
-  std::string name = "softverbs-" + domain + "-roce-" + std::to_string(slot);
   *a = sockaddr_un{};
   a->sun_family = AF_UNIX;
+  const char* d = std::getenv("SOFTVERBS_DOMAIN");
+  if (!(d && *d)) {
+    static const uint64_t netns = [] {
+      struct stat st;
+      return stat("/proc/self/ns/net", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+    }();
+    const std::string& dir = shm::runtime_dir();
+    std::string path = dir + "/roce-" + std::to_string(netns) + "-" + std::to_string(slot);
+    if (!dir.empty() && path.size() < sizeof a->sun_path) {
+      std::memcpy(a->sun_path, path.data(), path.size());
+      return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + 1);
+    }
+  }
+  std::string domain = d && *d ? d : "uid" + std::to_string(getuid());
+  std::string name = "softverbs-" + domain + "-roce-" + std::to_string(slot);
   size_t n = std::min(name.size(), sizeof a->sun_path - 1);
   std::memcpy(a->sun_path + 1, name.data(), n);  // sun_path[0] = 0: abstract
   return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
@@ -54,18 +72,28 @@ bool Forwarder::open(uint32_t slot) {
   setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
   // Any user of the network namespace can send to an abstract name: the
   // kernel's word on each sender decides (receive drops other users').
+  // A file left by the slot's previous owner (killed) goes: the slot, and
+  // so the name, is ours now.
+  if (a.sun_path[0]) unlink(a.sun_path);
   if (!pass_credentials(fd_) || bind(fd_, reinterpret_cast<sockaddr*>(&a), len) != 0) {
     ::close(fd_);
     fd_ = -1;
     return false;
   }
+  if (a.sun_path[0]) bound_path_ = a.sun_path;
   return true;
+}
+
+void Forwarder::remove_name() {
+  if (!bound_path_.empty()) unlink(bound_path_.c_str());
+  bound_path_.clear();
 }
 
 void Forwarder::close() {
   if (fd_ >= 0) ::close(fd_);
   if (send_fd_ >= 0) ::close(send_fd_);
   fd_ = send_fd_ = -1;
+  bound_path_.clear();
 }
 
 bool Forwarder::forward(uint32_t slot, const DatagramInfo& info, uint16_t dst_port, const uint8_t* data,
@@ -100,7 +128,7 @@ ssize_t Forwarder::receive(uint8_t* buf, size_t cap, DatagramInfo* info, uint16_
     creds.attach(&msg);
     ssize_t n = recvmsg(fd_, &msg, MSG_DONTWAIT);
     if (n < 0) return -1;
-    if (const uint32_t uid = sender_uid(&msg); !is_our_uid(uid)) {
+    if (const uint32_t uid = sender_uid(&msg); !is_trusted_uid(uid)) {
       // Another user's process injecting packets as if from the wire.
       ++foreign_;
       if (foreign_ == 1) SV_WARN("RoCEv2: dropped a datagram forwarded by uid %u, not ours", uid);

@@ -3,10 +3,12 @@
 // its addresses and ports) to one of them; without root it cannot steer by
 // QPN (that would take an eBPF program). So the process that receives a
 // packet for a QP of another process (the QPN's registry slot names the
-// process) hands it to that process's forwarding socket: an abstract unix
-// datagram socket "softverbs-<domain>-roce-<slot>", which, like the port,
-// belongs to the network namespace. When a process exits, its flows move
-// to another at once. Should the port be held by something that does not
+// process) hands it to that process's forwarding socket, a unix datagram
+// socket: roce-<netns>-<slot> in the user's runtime directory (no other
+// user can bind it first or send to it), or for a named, shared domain the
+// abstract "softverbs-<domain>-roce-<slot>", which, like the port, belongs
+// to the network namespace. When a process exits, its flows move to
+// another at once. Should the port be held by something that does not
 // share it, a process sends from an ephemeral port and tries to bind 4791
 // again every second (RoceSocket::try_own).
 #pragma once
@@ -32,7 +34,11 @@ class Forwarder {
 
   // Binds this process's forwarding socket (registry slot `slot`).
   bool open(uint32_t slot);
+  // Closes the sockets; the name stays (a fork()ed child closes its
+  // parent's copy, which the parent still uses).
   void close();
+  // Removes the socket's name from the runtime directory (at exit).
+  void remove_name();
   int fd() const { return fd_; }
 
   // Hands a datagram that arrived on port `dst_port` to the process of
@@ -54,6 +60,7 @@ class Forwarder {
   int fd_ = -1;       // ours, bound: what others forward to us
   int send_fd_ = -1;  // unbound, blocking with a short timeout: what we forward
   uint64_t foreign_ = 0;
+  std::string bound_path_;  // a filesystem name we bound (empty: abstract)
 };
 
 }  // namespace sv

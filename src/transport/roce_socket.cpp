@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "core/device_attr.h"
 #include "core/gid_table.h"
@@ -181,12 +183,46 @@ uint32_t link_ib_mtu(const in6_addr& dst, const in6_addr& src) {
   return ib_mtu_bytes(ib_mtu_for_link(mtu));
 }
 
+namespace {
+
+// Who holds UDP `port` in this network namespace, from /proc/net/udp{,6}
+// (the uid and socket inode columns): "uid N", "the kernel" (a socket
+// with no inode: rxe's), or "" when it is not listed.
+std::string udp_port_holder(uint16_t port) {
+  char want[8];
+  std::snprintf(want, sizeof want, ":%04X", port);
+  for (const char* table : {"/proc/net/udp", "/proc/net/udp6"}) {
+    FILE* f = std::fopen(table, "r");
+    if (!f) continue;
+    char line[512];
+    while (std::fgets(line, sizeof line, f)) {
+      char local[64];
+      unsigned uid = 0;
+      unsigned long inode = 0;
+      if (std::sscanf(line, " %*s %63s %*s %*s %*s %*s %*s %u %*s %lu", local, &uid, &inode) != 3) continue;
+      const size_t n = std::strlen(local);
+      if (n < 5 || std::strcmp(local + n - 5, want) != 0) continue;
+      std::fclose(f);
+      return inode == 0 ? std::string("the kernel (the rxe module?)") : "uid " + std::to_string(uid);
+    }
+    std::fclose(f);
+  }
+  return "";
+}
+
+}  // namespace
+
 bool RoceSocket::open() {
   fd4_ = bound_socket(AF_INET, net::kRoceUdpPort);
   owns_port_ = fd4_ >= 0;
   if (fd4_ < 0) {
-    SV_INFO("another process owns UDP port %u in this network namespace: it forwards this process's packets",
-            net::kRoceUdpPort);
+    // Our own processes share the port (SO_REUSEPORT): whoever holds it is
+    // not one of them, and gets the RoCE packets sent to this host.
+    const std::string holder = udp_port_holder(net::kRoceUdpPort);
+    SV_ERROR("UDP port %u in this network namespace is held by %s, not by softverbs processes of uid %u: "
+             "RoCEv2 packets to this host go to it, so connections from other hosts to us will fail "
+             "(retry exceeded). Free the port; until then we send from an ephemeral port and try again every second",
+             net::kRoceUdpPort, holder.empty() ? "another program" : holder.c_str(), geteuid());
     fd4_ = bound_socket(AF_INET, 0);
   }
   fd6_ = bound_socket(AF_INET6, owns_port_ ? net::kRoceUdpPort : 0);

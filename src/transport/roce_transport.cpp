@@ -225,6 +225,7 @@ void hand_over_at_exit() {
         });
     }
   }
+  e.fwd.remove_name();  // (a killed process's is removed by the slot's next owner)
 }
 
 // A GRO buffer (`len` bytes of `seg`-byte datagrams at slot +

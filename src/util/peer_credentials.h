@@ -6,10 +6,15 @@
 #pragma once
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "shm/layout.h"
 
 namespace sv {
 
@@ -50,7 +55,19 @@ inline uint32_t peer_uid(int fd) {
   return u.uid;
 }
 
-// Ours: the same effective uid as this process.
-inline bool is_our_uid(uint32_t uid) { return uid == geteuid(); }
+// A uid whose messages we take: our own; or, in a domain named on purpose
+// (SOFTVERBS_DOMAIN) whose registry others may open (its creator's
+// SOFTVERBS_DOMAIN_MODE), anyone's: its users opted in to sharing.
+inline bool is_trusted_uid(uint32_t uid) {
+  if (uid == geteuid()) return true;
+  static const bool shared_domain = [] {
+    const char* d = std::getenv("SOFTVERBS_DOMAIN");
+    if (!d || !*d) return false;
+    const std::string path = "/dev/shm/softverbs-" + std::string(d) + ".v" + std::to_string(shm::kLayoutVersion);
+    struct stat st;
+    return stat(path.c_str(), &st) == 0 && (st.st_mode & 066) != 0;
+  }();
+  return shared_domain;
+}
 
 }  // namespace sv

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Another local user cannot inject packets through a process's forwarding
-# socket (its abstract name is in /proc/net/unix for all to see). While
-# ibv_rc_pingpong runs between two namespace hosts, user "nobody" on the
-# client's host hands the client's process forged NAKs (remote access
-# error) for the PSNs it sends. They must be dropped (counter
-# foreign_senders) and the pair must finish: before, one such datagram of
-# 72 bytes ended the connection with REM_ACCESS_ERR. The same injection
-# by the client's own user still reaches it (the check is by user, and the
-# tool does reach the socket).
+# socket. While ibv_rc_pingpong runs between two namespace hosts, user
+# "nobody" on the client's host goes for the client process's socket:
+# 1. In the user's own domain the socket is a file in its 0700 runtime
+#    directory: nobody cannot even send to it (EACCES), and the pair finishes.
+# 2. In a named domain (SOFTVERBS_DOMAIN, not shared: the registry is 0600)
+#    the socket has an abstract name anyone can send to (it is listed in
+#    /proc/net/unix): nobody hands the client forged NAKs (remote access
+#    error) for the PSNs it sends; they are dropped by the kernel's word on
+#    the sender (counter foreign_senders) and the pair finishes. Before, 91
+#    such datagrams (72 bytes each) ended the connection. The same
+#    injection by the client's own user still breaks it (the test reaches
+#    the socket).
 #   forward_inject.sh FORWARD_INJECT SOFTVERBS_STAT
 set -u
 inject=$1 stat=$2
@@ -17,7 +21,7 @@ a=sfiA$$ b=sfiB$$ va=sfia$$ vb=sfib$$
 out=$(mktemp -d)
 chmod 755 "$out"
 server= client=
-cleanup() { kill $server $client 2>/dev/null; ip netns del "$a" 2>/dev/null; ip netns del "$b" 2>/dev/null; rm -rf "$out"; }
+cleanup() { kill $server $client 2>/dev/null; ip netns del "$a" 2>/dev/null; ip netns del "$b" 2>/dev/null; rm -rf "$out" /dev/shm/softverbs-fwd$$.v*; }
 trap cleanup EXIT
 . "$(dirname "$0")/two_hosts.sh"
 make_two_hosts 10.97.0 || exit
@@ -44,25 +48,40 @@ finish() {  # finish: waits for the pair; sets src crc
   server= client=
 }
 fail=0
-# 1. As nobody: dropped, the pair finishes.
+# 1. The user's own domain: nobody cannot reach the socket at all.
+run_pair 2000
+sock=$(ls -d /dev/shm/softverbs-uid0/roce-*-"$slot" 2>/dev/null | head -1)
+reach=$(ip netns exec "$b" setpriv --reuid=nobody --regid=nogroup --clear-groups /usr/bin/python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+try:
+    s.sendto(b"x" * 72, sys.argv[1]); print("sent")
+except OSError as e:
+    print(type(e).__name__)' "${sock:-/nonexistent}")
+finish
+echo "--- own domain: forwarding socket ${sock:-none}; nobody's send: $reach; exits $src/$crc"
+[[ -n $sock ]] || { echo "FAIL: no forwarding socket in the runtime directory"; fail=1; }
+[[ $reach == PermissionError ]] || { echo "FAIL: nobody could reach the forwarding socket ($reach)"; fail=1; }
+((src == 0 && crc == 0)) || { echo "FAIL: the pair did not finish"; fail=1; }
+# 2. A named domain: abstract names; nobody's datagrams dropped.
+export SOFTVERBS_DOMAIN=fwd$$
 iters=20000
 run_pair $iters
-ip netns exec "$b" setpriv --reuid=nobody --regid=nogroup --clear-groups env SOFTVERBS_DOMAIN=uid0 \
+ip netns exec "$b" setpriv --reuid=nobody --regid=nogroup --clear-groups env SOFTVERBS_DOMAIN=$SOFTVERBS_DOMAIN \
   "$out/inject" $slot 10.97.0.1 10.97.0.2 "$qpn" "$psn" $iters || echo "(the injection reported a failure)"
-foreign=$(ip netns exec "$b" "$stat" 2>/dev/null | awk '/foreign_senders/ {s += $NF} END {print s + 0}')
+foreign=$(ip netns exec "$b" "$stat" 2>/dev/null | awk '/foreign_senders/ {for (i = 1; i < NF; i++) if ($i == "foreign_senders") s += $(i + 1)} END {print s + 0}')
 finish
-echo "--- as nobody: server exit $src, client exit $crc, foreign_senders $foreign"; tail -2 "$out/client"
+echo "--- named domain, as nobody: server exit $src, client exit $crc, foreign_senders $foreign"; tail -2 "$out/client"
 ((src == 0 && crc == 0)) || { echo "FAIL: another user's forged NAKs broke the connection"; fail=1; }
 grep -q "$iters iters" "$out/client" || { echo "FAIL: the client did not finish"; fail=1; }
 ((foreign > 0)) || { echo "FAIL: no foreign_senders counted"; fail=1; }
-# 2. As the same user: they arrive (the test reaches the socket at all).
-# A NAK counts only when its PSN is in flight as it arrives: sweep the PSNs
-# again and again until one does.
+# 3. As the same user: they arrive. A NAK counts only when its PSN is in
+# flight as it arrives: sweep the PSNs again and again until one does.
 run_pair 200000
 while kill -0 $client 2>/dev/null; do
-  ip netns exec "$b" env SOFTVERBS_DOMAIN=uid0 "$inject" $slot 10.97.0.1 10.97.0.2 "$qpn" "$psn" 200000 >/dev/null 2>&1
+  ip netns exec "$b" "$inject" $slot 10.97.0.1 10.97.0.2 "$qpn" "$psn" 200000 >/dev/null 2>&1
 done
 finish
-echo "--- as the client's own user: client exit $crc"; tail -2 "$out/client"
+echo "--- named domain, as the client's own user: client exit $crc"; tail -2 "$out/client"
 ((crc != 0)) || { echo "FAIL: the same injection by the same user had no effect: the test proves nothing"; fail=1; }
 exit $fail

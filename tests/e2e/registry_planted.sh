@@ -34,7 +34,13 @@ cp -a "$lib"/lib*.so* "$work/lib/"
 chown "$user:" "$work/home" "$work/xdg" && chmod 700 "$work/xdg"
 chmod 755 "$work" && chmod -R a+rX "$work/lib"
 gid=$("$here/loopback_gid.sh") || { echo "no ::ffff:127.0.0.1 GID"; exit 1; }
-as_victim() { setpriv --reuid="$user" --regid="$user" --clear-groups --reset-env env HOME="$work/home" LD_LIBRARY_PATH="$work/lib" "$@"; }
+# (LD_PRELOAD and the sanitizer options pass through: the CI's ASan job preloads its runtime.)
+keep=()
+for v in LD_PRELOAD ASAN_OPTIONS UBSAN_OPTIONS; do [[ -n ${!v:-} ]] && keep+=("$v=${!v}"); done
+as_victim() {
+  setpriv --reuid="$user" --regid="$user" --clear-groups --reset-env \
+    env HOME="$work/home" LD_LIBRARY_PATH="$work/lib" ${keep[@]+"${keep[@]}"} "$@"
+}
 as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups --reset-env "$@"; }
 pair() {  # pair PORT [ENV...]: ibv_rc_pingpong between two victim processes; 0 when both finish
   local port=$1

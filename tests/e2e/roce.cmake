@@ -172,3 +172,5 @@ target_link_libraries(forward_inject PRIVATE softverbs_core)
 add_test(NAME e2e_forward_socket_foreign_user
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/forward_inject.sh $<TARGET_FILE:forward_inject> $<TARGET_FILE:softverbs_stat>)
 set_tests_properties(e2e_forward_socket_foreign_user PROPERTIES ENVIRONMENT "${E2E_ENV}" LABELS "e2e;roce" TIMEOUT 120 SKIP_RETURN_CODE 77)
+add_test(NAME e2e_roce_port_taken COMMAND ${CMAKE_CURRENT_LIST_DIR}/roce_port_taken.sh)
+set_tests_properties(e2e_roce_port_taken PROPERTIES ENVIRONMENT "${E2E_ENV}" LABELS "e2e;roce" TIMEOUT 120 SKIP_RETURN_CODE 77)
