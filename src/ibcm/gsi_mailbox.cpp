@@ -2,14 +2,18 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "cm_messages.hpp"
 #include "cma_header.hpp"
+#include "util/runtime_dir_rules.h"
 
 namespace softverbs::ibcm {
 
@@ -68,6 +72,29 @@ std::string comm_id_mailbox(uint32_t comm_id) {
   char hex[9];
   std::snprintf(hex, sizeof hex, "%08x", comm_id);
   return "softverbs-" + domain_name() + "-gsi-id-" + hex;
+}
+
+sockaddr_un mailbox_address(const std::string& name, socklen_t* len) {
+  sockaddr_un un{};
+  un.sun_family = AF_UNIX;
+  const char* domain = std::getenv("SOFTVERBS_DOMAIN");
+  if (!(domain && *domain)) {
+    static const std::string dir = sv::choose_runtime_dir().dir;  // (libibverbs made and checked it, and says why not)
+    static const unsigned long netns = [] {
+      struct stat st;
+      return stat("/proc/self/ns/net", &st) == 0 ? static_cast<unsigned long>(st.st_ino) : 0ul;
+    }();
+    const std::string path = dir + "/gsi-" + std::to_string(netns) + "-" + name;
+    if (!dir.empty() && path.size() < sizeof un.sun_path) {
+      std::memcpy(un.sun_path, path.data(), path.size());
+      *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + 1);
+      return un;
+    }
+  }
+  const size_t n = std::min(name.size(), sizeof un.sun_path - 1);
+  std::memcpy(un.sun_path + 1, name.data(), n);  // leading NUL: abstract
+  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  return un;
 }
 
 namespace {

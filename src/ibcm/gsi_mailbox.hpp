@@ -16,11 +16,14 @@
 //                                                  receiver)
 //
 // Each mailbox datagram is a MailboxHeader (where the packet came from)
-// followed by the 256-byte MAD. Abstract names belong to the network
+// followed by the 256-byte MAD. The names above are turned into socket
+// addresses by mailbox_address(): files in the user's runtime directory,
+// or (a named, shared domain) abstract names, which belong to the network
 // namespace and vanish with their process, as the rendezvous names do.
 #pragma once
 
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #include <cstdint>
 #include <optional>
@@ -62,6 +65,14 @@ std::string service_name(const char* kind, uint16_t port_space, const std::strin
 std::vector<std::string> service_names(const char* kind, uint16_t port_space, const sockaddr* dst);
 
 std::string comm_id_mailbox(uint32_t comm_id);
+
+// The socket address of mailbox `name`. In the user's own domain: a file in
+// its runtime directory (util/runtime_dir_rules.h), gsi-<netns>-<name>, which
+// no other user can bind first (and so be handed the MADs meant for us) or
+// send to; the network namespace is part of it, as abstract names belong
+// to one. In a domain named on purpose (shared by whoever names it), or
+// when the path would not fit, the abstract name itself.
+sockaddr_un mailbox_address(const std::string& name, socklen_t* len);
 
 // The mailboxes a CM MAD is for, in the order to try (a REQ or SIDR REQ:
 // its listeners, from its service ID and rdma_cm header; any other message:

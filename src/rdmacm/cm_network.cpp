@@ -30,7 +30,10 @@
 #include <deque>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <random>
+#include <string>
+#include <unordered_map>
 
 #include "cm_address.hpp"
 #include "cm_device.hpp"
@@ -193,21 +196,84 @@ bool send_to_qp1(const in6_addr& src, const in6_addr& dst, uint8_t tclass, const
   return sendmsg(s.fd, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(n);
 }
 
-// A datagram socket bound to an abstract name; -1 with errno.
+// The files of the mailboxes this process bound (fd -> path), removed when
+// they close; pid: a fork()ed child closing its copies leaves them be.
+struct BoundMailboxes {
+  std::mutex mu;
+  std::unordered_map<int, std::string> paths;
+  pid_t pid = getpid();
+};
+BoundMailboxes& bound_mailboxes() {
+  static auto* b = new BoundMailboxes;  // (never freed: used until exit)
+  return *b;
+}
+
+void remove_mailbox_files() {
+  BoundMailboxes& b = bound_mailboxes();
+  std::lock_guard g(b.mu);
+  if (b.pid != getpid()) return;
+  for (const auto& [fd, path] : b.paths) unlink(path.c_str());
+  b.paths.clear();
+}
+
+// True when the socket file at `path` has no one behind it: left by a
+// process that was killed.
+bool stale_socket_file(const char* path) {
+  int probe = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (probe < 0) return false;
+  sockaddr_un un{};
+  un.sun_family = AF_UNIX;
+  std::memcpy(un.sun_path, path, std::min(std::strlen(path), sizeof un.sun_path - 1));
+  const bool stale = connect(probe, reinterpret_cast<sockaddr*>(&un), sizeof un) != 0 && errno == ECONNREFUSED;
+  close(probe);
+  return stale;
+}
+
+// A datagram socket bound to mailbox `name` (ibcm::mailbox_address); -1
+// with errno (EADDRINUSE: a live mailbox has it).
 int bind_mailbox(const std::string& name) {
   int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -1;
   socklen_t len;
-  sockaddr_un un = unix_name(name, &len);
-  // Any user can send to an abstract name: read_mailbox keeps only MADs our
-  // own processes posted, by the kernel's word on the sender.
-  if (!sv::pass_credentials(fd) || bind(fd, reinterpret_cast<sockaddr*>(&un), len) != 0) {
+  const sockaddr_un un = ibcm::mailbox_address(name, &len);
+  const bool file = un.sun_path[0] != 0;
+  // Who may send to it: for a file, only we (the runtime directory is
+  // ours alone); for an abstract name anyone, so read_mailbox keeps only
+  // MADs our own processes posted, by the kernel's word on the sender.
+  int rc = sv::pass_credentials(fd) ? bind(fd, reinterpret_cast<const sockaddr*>(&un), len) : -1;
+  if (rc != 0 && errno == EADDRINUSE && file && stale_socket_file(un.sun_path)) {
+    unlink(un.sun_path);
+    rc = bind(fd, reinterpret_cast<const sockaddr*>(&un), len);
+  }
+  if (rc != 0) {
     int err = errno;
     close(fd);
     errno = err;
     return -1;
   }
+  if (file) {
+    // At exit, the files of the mailboxes still open go. Registered before
+    // any orphan's linger (atexit runs in reverse), so it runs after it.
+    static bool cleanup = (std::atexit(remove_mailbox_files), true);
+    (void)cleanup;
+    BoundMailboxes& b = bound_mailboxes();
+    std::lock_guard g(b.mu);
+    b.paths[fd] = un.sun_path;
+  }
   return fd;
+}
+
+// Closes a mailbox, and removes its file if this process made it.
+void close_mailbox(int fd) {
+  BoundMailboxes& b = bound_mailboxes();
+  {
+    std::lock_guard g(b.mu);
+    if (auto it = b.paths.find(fd); it != b.paths.end()) {
+      if (b.pid == getpid()) unlink(it->second.c_str());
+      b.paths.erase(it);
+    }
+  }
+  close(fd);
 }
 
 // A fresh local communication ID and the mailbox that holds it.
@@ -318,7 +384,7 @@ void linger_for_dreps() {
       while (read_mailbox(it->mailbox, &from, &mad))
         answered |= std::get_if<ibcm::Drep>(&mad.body) || std::get_if<ibcm::Dreq>(&mad.body);
       if (answered) {
-        close(it->mailbox);
+        close_mailbox(it->mailbox);
         it = orphans().erase(it);
         continue;
       }
@@ -335,7 +401,7 @@ void adopt_orphan(Orphan o) {
   (void)registered;
   constexpr size_t kMaxOrphans = 64;  // the oldest give up first
   if (orphans().size() == kMaxOrphans) {
-    close(orphans().front().mailbox);
+    close_mailbox(orphans().front().mailbox);
     orphans().pop_front();
   }
   orphans().push_back(o);
@@ -452,10 +518,12 @@ void net_close(Id* id) {
   watch_remove(n.mailbox_watch);
   watch_remove(n.listen_watch);
   watch_remove(n.timer_watch);
-  for (int* fd : {&n.mailbox, &n.listen_mailbox, &n.timer_fd}) {
-    if (*fd >= 0) close(*fd);
+  for (int* fd : {&n.mailbox, &n.listen_mailbox}) {
+    if (*fd >= 0) close_mailbox(*fd);
     *fd = -1;
   }
+  if (n.timer_fd >= 0) close(n.timer_fd);
+  n.timer_fd = -1;
   std::erase(net_ids(), id);
 }
 

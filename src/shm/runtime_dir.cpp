@@ -1,94 +1,27 @@
 #include "shm/runtime_dir.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cerrno>
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 
 #include "util/log.h"
+#include "util/runtime_dir_rules.h"
 
 namespace sv::shm {
-namespace {
-
-const char* env(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : nullptr;
-}
-
-// Ours alone: a directory (not a link to one), owned by our effective uid,
-// that no one else may enter. `*owner` gets the uid it belongs to.
-bool ours_alone(const std::string& dir, uid_t* owner = nullptr) {
-  struct stat st;
-  if (lstat(dir.c_str(), &st) != 0) return false;
-  if (owner) *owner = st.st_uid;
-  if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
-    errno = EACCES;
-    return false;
-  }
-  return true;
-}
-
-// Creates `dir` (mode 0700) when absent; true when it is then ours alone.
-bool make_ours(const std::string& dir, uid_t* owner = nullptr) {
-  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return false;
-  return ours_alone(dir, owner);
-}
-
-// A parent we may create our directory in: ours, and no one else may
-// write to it (else they could swap our directory for theirs).
-bool safe_parent(const char* dir) {
-  struct stat st;
-  return dir && stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
-         (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
-}
-
-std::string choose() {
-  if (const char* d = env("SOFTVERBS_RUNTIME_DIR")) {
-    if (make_ours(d)) return d;
-    SV_ERROR("SOFTVERBS_RUNTIME_DIR %s is not a directory of ours alone (mode 0700): %s", d, strerror(errno));
-    return "";
-  }
-  const std::string first = default_runtime_dir(geteuid());
-  uid_t owner = geteuid();
-  if (make_ours(first, &owner)) return first;
-  const int err = errno;
-  const std::string why = owner != geteuid() ? "belongs to uid " + std::to_string(owner)
-                                             : std::string("is not a directory of ours alone (") + strerror(err) + ")";
-  std::string other;
-  if (const char* xdg = env("XDG_RUNTIME_DIR"); safe_parent(xdg)) {
-    other = std::string(xdg) + "/softverbs";
-  } else if (const char* home = env("HOME"); safe_parent(home)) {
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    const std::string base = std::string(home) + "/.softverbs-runtime";
-    if (make_ours(base)) other = base + "/" + host;
-  }
-  if (!other.empty() && make_ours(other)) {
-    SV_WARN("%s %s: keeping our state in %s instead (processes of ours that have neither this "
-            "XDG_RUNTIME_DIR nor this HOME will not find it; SOFTVERBS_RUNTIME_DIR chooses one for all)",
-            first.c_str(), why.c_str(), other.c_str());
-    return other;
-  }
-  SV_ERROR("%s %s, and there is no XDG_RUNTIME_DIR or HOME of ours to use instead: set "
-           "SOFTVERBS_RUNTIME_DIR to a directory of ours",
-           first.c_str(), why.c_str());
-  errno = EACCES;
-  return "";
-}
-
-}  // namespace
-
-std::string default_runtime_dir(unsigned uid) { return "/dev/shm/softverbs-uid" + std::to_string(uid); }
 
 const std::string& runtime_dir() {
   // Chosen once it is had; a failure (a full /dev/shm) is tried again.
   static std::mutex mu;
   static std::string dir;
   std::lock_guard g(mu);
-  if (dir.empty()) dir = choose();
+  if (dir.empty()) {
+    RuntimeDirChoice c = choose_runtime_dir();
+    if (!c.warning.empty()) SV_WARN("%s", c.warning.c_str());
+    if (!c.error.empty()) {
+      SV_ERROR("%s", c.error.c_str());
+      errno = EACCES;
+    }
+    dir = c.dir;
+  }
   return dir;
 }
 

@@ -8,7 +8,8 @@
 // Should another user hold the name, the state moves to a place only we can
 // write: $XDG_RUNTIME_DIR/softverbs, else ~/.softverbs-runtime/<host>, with
 // a warning (our processes that see neither would not find it).
-// SOFTVERBS_RUNTIME_DIR chooses the directory outright.
+// SOFTVERBS_RUNTIME_DIR chooses the directory outright. (The rules:
+// util/runtime_dir_rules.h, which librdmacm follows too.)
 #pragma once
 
 #include <string>
@@ -19,8 +20,5 @@ namespace sv::shm {
 // when there is none we may trust. Chosen once per process (a failure is
 // tried again at the next call).
 const std::string& runtime_dir();
-
-// The first choice for user `uid`: /dev/shm/softverbs-uid<uid>.
-std::string default_runtime_dir(unsigned uid);
 
 }  // namespace sv::shm

@@ -32,15 +32,12 @@ int mailbox_socket() {
 // 1: posted; 0: no such mailbox; -1: the mailbox is full (its CM is busy:
 // the MAD is dropped, and the sender's retry comes later).
 int post(const std::string& name, const softverbs::ibcm::MailboxHeader& h, const uint8_t* mad) {
-  sockaddr_un un{};
-  un.sun_family = AF_UNIX;
-  const size_t n = std::min(name.size(), sizeof un.sun_path - 1);
-  std::memcpy(un.sun_path + 1, name.data(), n);  // leading NUL: abstract
-  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  socklen_t len;
+  const sockaddr_un un = softverbs::ibcm::mailbox_address(name, &len);
   uint8_t buf[softverbs::ibcm::kMailboxDatagram];
   std::memcpy(buf, &h, sizeof h);
   std::memcpy(buf + sizeof h, mad, softverbs::ibcm::kMadSize);
-  if (sendto(mailbox_socket(), buf, sizeof buf, MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&un), len) ==
+  if (sendto(mailbox_socket(), buf, sizeof buf, MSG_NOSIGNAL, reinterpret_cast<const sockaddr*>(&un), len) ==
       static_cast<ssize_t>(sizeof buf))
     return 1;
   return errno == EAGAIN || errno == ENOBUFS ? -1 : 0;
