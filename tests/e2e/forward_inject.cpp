@@ -2,17 +2,21 @@
 // victim process's forwarding socket (transport/roce_forward.h), whose
 // abstract name anyone in the network namespace can send to, through our
 // own Forwarder so the messages are exactly what the victim expects.
-//   forward_inject SLOT SRC_IP DST_IP DST_QPN PSN COUNT
-// Sends, for each PSN in [PSN, PSN+COUNT), an RC ACKNOWLEDGE carrying a
-// NAK (remote access error) as if from SRC_IP to the QP DST_QPN of the
-// process of registry slot SLOT (of the domain SOFTVERBS_DOMAIN names),
-// with a valid ICRC. Processed, one NAK for an outstanding PSN fails that
-// QP's send with REM_ACCESS_ERR and moves it to the error state.
+//   forward_inject SLOT SRC_IP DST_IP DST_QPN PSN COUNT [nak|send]
+// Sends, for each PSN in [PSN, PSN+COUNT), as if from SRC_IP to the QP
+// DST_QPN of the process of registry slot SLOT (of the domain
+// SOFTVERBS_DOMAIN names), with a valid ICRC:
+//   nak   (default) an RC ACKNOWLEDGE carrying a NAK (remote access error).
+//         Processed, one for an outstanding PSN fails that QP's send with
+//         REM_ACCESS_ERR and moves it to the error state.
+//   send  an RC SEND ONLY: to a QPN with no QP, each processed one counts
+//         in the receiver's no_qp counter.
 #include <arpa/inet.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "net/roce_datagram.h"
@@ -24,10 +28,11 @@
 using namespace sv::net;
 
 int main(int argc, char** argv) {
-  if (argc != 7) {
-    std::fprintf(stderr, "usage: %s SLOT SRC_IP DST_IP DST_QPN PSN COUNT\n", argv[0]);
+  if (argc != 7 && argc != 8) {
+    std::fprintf(stderr, "usage: %s SLOT SRC_IP DST_IP DST_QPN PSN COUNT [nak|send]\n", argv[0]);
     return 2;
   }
+  const bool send = argc == 8 && std::string(argv[7]) == "send";
   const uint32_t slot = static_cast<uint32_t>(std::strtoul(argv[1], nullptr, 0));
   in_addr src{}, dst{};
   if (inet_pton(AF_INET, argv[2], &src) != 1 || inet_pton(AF_INET, argv[3], &dst) != 1) return 2;
@@ -49,14 +54,21 @@ int main(int argc, char** argv) {
   int sent = 0;
   for (int i = 0; i < count; ++i) {
     RocePacket p;
-    p.bth.opcode = kTransportRc | kAck;
     p.bth.dest_qp = qpn;
     p.bth.psn = (psn + static_cast<uint32_t>(i)) & 0xffffff;
-    p.aeth.syndrome = aeth_nak(NakCode::kRemoteAccessError);
-    p.aeth.msn = static_cast<uint32_t>(i) & 0xffffff;
-    size_t n = build_datagram(addrs, p, nullptr, 0, buf.data());
+    const uint8_t payload[16] = {};
+    size_t n = 0;
+    if (send) {
+      p.bth.opcode = kTransportRc | kSendOnly;
+      n = build_datagram(addrs, p, payload, sizeof payload, buf.data());
+    } else {
+      p.bth.opcode = kTransportRc | kAck;
+      p.aeth.syndrome = aeth_nak(NakCode::kRemoteAccessError);
+      p.aeth.msn = static_cast<uint32_t>(i) & 0xffffff;
+      n = build_datagram(addrs, p, nullptr, 0, buf.data());
+    }
     if (n && fwd.forward(slot, info, 4791, buf.data() + kDatagramHeadroom, n)) ++sent;
   }
-  std::printf("forwarded %d forged NAKs to slot %u QPN %#x\n", sent, slot, qpn);
+  std::printf("forwarded %d forged %s to slot %u QPN %#x\n", sent, send ? "SENDs" : "NAKs", slot, qpn);
   return sent > 0 ? 0 : 1;
 }
