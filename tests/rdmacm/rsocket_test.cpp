@@ -286,22 +286,30 @@ TEST(Rsockets, ClosedPeerGivesEndOfStreamThenEpipe) {
 // returned 0 (about one round in 25 before the fix, none after).
 TEST(Rsockets, EndOfStreamNeverOvertakesTheLastBytes) {
   constexpr int kRounds = 300;
+  const uint16_t port = next_port++;  // one listener for every round
+  int listener = listening_socket(port);
+  sockaddr_in addr = loopback(port);
   int lost = 0;
   for (int round = 0; round < kRounds; ++round) {
-    Pair p;
-    std::thread closer([&p] {
-      rsend(p.server, "last", 4, 0);
-      rclose(p.server);
-      p.server = -1;
+    auto accepted = std::async(std::launch::async, [&] { return raccept(listener, nullptr, nullptr); });
+    int client = rsocket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_EQ(rconnect(client, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << strerror(errno);
+    int server = accepted.get();
+    ASSERT_GE(server, 0) << strerror(errno);
+    std::thread closer([server] {
+      rsend(server, "last", 4, 0);
+      rclose(server);
     });
     char buf[8];
     ssize_t n;
     do {
-      n = rrecv(p.client, buf, 4, MSG_DONTWAIT);
+      n = rrecv(client, buf, 4, MSG_DONTWAIT);
     } while (n < 0 && errno == EAGAIN);
     closer.join();
+    rclose(client);
     if (n != 4) ++lost;
   }
+  rclose(listener);
   EXPECT_EQ(lost, 0) << "rounds whose last bytes came after the end of stream, of " << kRounds;
 }
 
