@@ -184,10 +184,15 @@ void pump_cm(RSocket& rs) {
 }
 
 void progress(RSocket& rs, bool check_cm) {
-  poll_cq(rs);
+  // The CM first, then the CQ. A peer posts its last bytes before it
+  // disconnects (rclose waits for its sends to complete), so once its
+  // DISCONNECTED has been read those bytes are in our CQ. The other way
+  // round, a disconnect that came between the two reads made the end of the
+  // stream overtake them: rrecv returned 0 with the bytes still unread.
   if (check_cm || rs.phase != Phase::Connected ||
       now_ns() - rs.last_cm_check_ns > kCmCheckIntervalNs)
     pump_cm(rs);
+  poll_cq(rs);
 }
 
 void consume_cq_events(RSocket& rs) {

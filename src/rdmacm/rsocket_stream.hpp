@@ -38,8 +38,8 @@ void poll_cq(RSocket& rs);
 void send_grants(RSocket& rs);
 // Retrieves and handles the socket's pending CM events without blocking.
 void pump_cm(RSocket& rs);
-// poll_cq, plus pump_cm when `check_cm` or when the CM was not looked at
-// for a while (a peer that vanished shows only there).
+// pump_cm when `check_cm` or when the CM was not looked at for a while (a
+// peer that vanished shows only there), then poll_cq.
 void progress(RSocket& rs, bool check_cm);
 // Consumes the completion events the channel fd signalled.
 void consume_cq_events(RSocket& rs);
