@@ -419,10 +419,18 @@ bool Engine::finish_before(Sender& s, size_t k) {
   return true;
 }
 
-void Engine::on_response(const RocePacket& pkt, const PacketAddrs&) {
+void Engine::on_response(const RocePacket& pkt, const PacketAddrs& from) {
   auto it = senders.find(pkt.bth.dest_qp);
   if (it == senders.end() || it->second.out.empty()) return;  // nothing in flight: a late duplicate
   Sender& s = it->second;
+  // Only the peer answers: a response from any other address is dropped
+  // before it moves anything, as rxe's check_addr drops it (a NAK from a
+  // stranger on the link, who had read the PSN in flight off the wire,
+  // ended the QP: e2e_roce_stranger).
+  if (std::memcmp(&from.src, s.out.front().dst.dgid.raw, sizeof from.src) != 0) {
+    counters.add_device(kNoQp);
+    return;
+  }
   if (s.rtt_sent_ns && psn_compare(pkt.bth.psn, s.rtt_psn) >= 0) {
     const uint64_t sample = monotonic_ns() - s.rtt_sent_ns;
     s.srtt_ns = s.srtt_ns ? (7 * s.srtt_ns + sample) / 8 : sample;
