@@ -421,7 +421,9 @@ bool Engine::finish_before(Sender& s, size_t k) {
 
 void Engine::on_response(const RocePacket& pkt, const PacketAddrs& from) {
   auto it = senders.find(pkt.bth.dest_qp);
-  if (it == senders.end() || it->second.out.empty()) return;  // nothing in flight: a late duplicate
+  if (it == senders.end()) return;  // no requester of ours
+  count_received(pkt.bth.dest_qp, pkt);
+  if (it->second.out.empty()) return;  // nothing in flight: a late duplicate
   Sender& s = it->second;
   // Only the peer answers: a response from any other address is dropped
   // before it moves anything, as rxe's check_addr drops it (a NAK from a

@@ -49,8 +49,11 @@ fuzzer=$!
 while kill -0 $fuzzer 2>/dev/null; do sample; sleep 0.05; done
 wait $fuzzer; frc=$?
 kill -0 $server 2>/dev/null; still_running=$?
-# What the server made of it (its counters, while it still runs).
-ip netns exec "$a" "$stat" -p $server
+# What the server made of it (its counters, while it still runs). Only its
+# own QP has a row (and QP1, for the CM's answers to the garbage MADs): a
+# forged DestQP must not claim one (there are 256).
+ip netns exec "$a" "$stat" -p $server | tee "$out/stat"
+rows=$(grep -c '^  QP ' "$out/stat") own=$(grep -cE "^  QP ($(printf '%#x' "$qpn")|0x1) " "$out/stat")
 while kill -0 $server 2>/dev/null; do sample; sleep 0.05; done
 wait $server; src=$?
 wait $client; crc=$?
@@ -62,6 +65,7 @@ fail=0
 ((still_running == 0)) || { echo "FAIL: the ping-pong ended before the fuzzing did (raise its iterations)"; fail=1; }
 ((src == 0 && crc == 0)) || { echo "FAIL: the connection did not survive the malformed packets"; fail=1; }
 grep -q "$iters iters" "$out/client" || { echo "FAIL: the client did not finish its iterations"; fail=1; }
+((rows == own)) || { echo "FAIL: the server's counters gave $((rows - own)) rows to QPs it does not have"; fail=1; }
 ((peak - base < 16384)) || { echo "FAIL: the server grew by $((peak - base)) kB"; fail=1; }
 ((fail == 0)) || echo "replay: ROCE_FUZZ_SEED=$seed"
 exit $fail
