@@ -433,12 +433,6 @@ void Engine::on_response(const RocePacket& pkt, const PacketAddrs& from) {
     counters.add_device(kNoQp);
     return;
   }
-  if (s.rtt_sent_ns && psn_compare(pkt.bth.psn, s.rtt_psn) >= 0) {
-    const uint64_t sample = monotonic_ns() - s.rtt_sent_ns;
-    s.srtt_ns = s.srtt_ns ? (7 * s.srtt_ns + sample) / 8 : sample;
-    s.rtt_sent_ns = 0;
-  }
-  const bool probe_answer = std::exchange(s.probe_pending, false) && pkt.bth.psn == s.probe_psn;
   // The message this answer is about, and which of its packets.
   size_t k = 0;
   uint32_t i = 0;
@@ -447,6 +441,16 @@ void Engine::on_response(const RocePacket& pkt, const PacketAddrs& from) {
     if (i < s.out[k].npsn) break;
   }
   if (k == s.out.size()) return;  // about no message in flight
+  // Only an answer about a message in flight times the round trip or
+  // answers a probe: a forged ACK of any PSN past the timed one gave an RTT
+  // of the few microseconds since the send, and loss probes went out every
+  // 200 us from then on.
+  if (s.rtt_sent_ns && psn_compare(pkt.bth.psn, s.rtt_psn) >= 0) {
+    const uint64_t sample = monotonic_ns() - s.rtt_sent_ns;
+    s.srtt_ns = s.srtt_ns ? (7 * s.srtt_ns + sample) / 8 : sample;
+    s.rtt_sent_ns = 0;
+  }
+  const bool probe_answer = std::exchange(s.probe_pending, false) && pkt.bth.psn == s.probe_psn;
   const OpcodeInfo* info = opcode_info(pkt.bth.opcode);
   if (info->is(kAckOp)) {
     const uint8_t syn = pkt.aeth.syndrome;
