@@ -176,7 +176,7 @@ class Fuzzer {
   // run (some margin around both windows).
   uint32_t unused_psn() {
     for (;;) {
-      const uint32_t psn = (u32() & kMask24);
+      const uint32_t psn = u32() & kMask24;
       if (psn_sub(psn, recv_psn_ - 64) > iters_ + 128 && psn_sub(psn, send_psn_ - 64) > iters_ + 128) return psn;
     }
   }
@@ -193,12 +193,12 @@ class Fuzzer {
     p.bth.se = (u32() & 1);
     p.reth = {u64(), u32(), u32()};
     p.atomic_eth = {u64(), u32(), u64(), u64()};
-    p.deth = {u32(), (u32() & kMask24)};
-    p.aeth = {static_cast<uint8_t>(u32()), (u32() & kMask24)};
+    p.deth = {u32(), u32() & kMask24};
+    p.aeth = {static_cast<uint8_t>(u32()), u32() & kMask24};
     p.atomic_ack = u64();
     p.imm = u32();
     p.ieth = u32();
-    p.xrceth.srqn = (u32() & kMask24);
+    p.xrceth.srqn = u32() & kMask24;
     return p;
   }
   size_t payload_len(const OpcodeInfo& op) {
@@ -359,7 +359,7 @@ void Fuzzer::gsi_mad() {
           m.body = s;
           break;
         }
-        case 2: m.body = Dreq{u32(), u32(), (u32() & kMask24), {}}; break;
+        case 2: m.body = Dreq{u32(), u32(), u32() & kMask24, {}}; break;
         case 3: {
           Rej rej;
           rej.remote_comm_id = u32();
@@ -393,10 +393,11 @@ void Fuzzer::gsi_mad() {
 // Well-formed packets of any kind to QPNs that are not the server's.
 void Fuzzer::random_qpn() {
   const OpcodeInfo& op = random_opcode();
-  RocePacket p = request(op.opcode, u32() & kMask24);
-  do p.bth.dest_qp = (u32() & kMask24);
-  while (p.bth.dest_qp == qpn_ || p.bth.dest_qp == 1);
-  if (below(4) == 0) p.bth.dest_qp = (qpn_ & ~0xffffu) | below(64);  // the server's process, another QP
+  RocePacket p = request(op.opcode, unused_psn());
+  do {
+    p.bth.dest_qp = below(4) == 0 ? (qpn_ & ~0xffffu) | below(64)  // the server's process, another QP
+                                  : u32() & kMask24;
+  } while (p.bth.dest_qp == qpn_ || p.bth.dest_qp == 1);
   send(peer_, build(p, payload_len(op)));
 }
 
