@@ -124,9 +124,15 @@ constexpr size_t kMaxDatagram = 1400;  // fits the veth's 1500 bytes with IP and
 
 class Fuzzer {
  public:
-  Fuzzer(Sender& peer, Sender& stranger, Watcher& watcher, uint32_t qpn, uint32_t send_psn, uint32_t recv_psn, uint32_t iters,
-         uint32_t seed)
-      : peer_(peer), stranger_(stranger), watcher_(watcher), qpn_(qpn), send_psn_(send_psn), recv_psn_(recv_psn), iters_(iters),
+  Fuzzer(Sender& peer, Sender& stranger, Watcher& watcher, uint32_t qpn, uint32_t send_psn, uint32_t recv_psn,
+         uint32_t iters, uint32_t seed)
+      : peer_(peer),
+        stranger_(stranger),
+        watcher_(watcher),
+        qpn_(qpn),
+        send_psn_(send_psn),
+        recv_psn_(recv_psn),
+        iters_(iters),
         rng_(seed) {}
 
   // One datagram of each class, by number (see kClasses).
@@ -171,7 +177,10 @@ class Fuzzer {
   }
   uint32_t u32() { return static_cast<uint32_t>(rng_()); }
   uint32_t below(uint32_t n) { return n ? u32() % n : 0; }
-  uint64_t u64() { return uint64_t{u32()} << 32 | u32(); }
+  uint64_t u64() {
+    const uint64_t high = u32();  // (two calls in one expression: either could go first)
+    return high << 32 | u32();
+  }
   // A PSN the live connection does not use in either direction during the
   // run (some margin around both windows).
   uint32_t unused_psn() {
@@ -189,8 +198,8 @@ class Fuzzer {
     p.bth.opcode = opcode;
     p.bth.dest_qp = qpn_;
     p.bth.psn = psn;
-    p.bth.ack_req = (u32() & 1);
-    p.bth.se = (u32() & 1);
+    p.bth.ack_req = u32() & 1;
+    p.bth.se = u32() & 1;
     p.reth = {u64(), u32(), u32()};
     p.atomic_eth = {u64(), u32(), u64(), u64()};
     p.deth = {u32(), u32() & kMask24};
@@ -341,8 +350,8 @@ void Fuzzer::gsi_mad() {
         case 0: {
           Req req;
           req.local_comm_id = u32();
-          req.service_id = kIpServiceIdPrefix | ip_service_id(below(2) ? PortSpace::Tcp : PortSpace::Udp,
-                                                               static_cast<uint16_t>(u32()));
+          req.service_id = kIpServiceIdPrefix |
+                           ip_service_id(below(2) ? PortSpace::Tcp : PortSpace::Udp, static_cast<uint16_t>(u32()));
           std::copy(r, r + kReqPrivateDataSize, req.private_data.begin());
           req.private_data[0] = kCmaVersion;
           req.private_data[1] = static_cast<uint8_t>((below(2) ? 4 : 6) << 4);
@@ -384,8 +393,10 @@ void Fuzzer::gsi_mad() {
       break;
   }
   size_t len = kMadSize;
-  if (below(4) == 0) len = below(kMadSize);               // truncated
-  else if (below(8) == 0) len = kMadSize + below(64);   // longer than a MAD
+  if (below(4) == 0)
+    len = below(kMadSize);  // truncated
+  else if (below(8) == 0)
+    len = kMadSize + below(64);  // longer than a MAD
   mad.resize(len, 0);
   send(peer_, build_datagram(peer_.addrs, p, mad.data(), len, buf_.data()));
 }
@@ -430,12 +441,12 @@ struct Class {
   void (Fuzzer::*fn)();
 };
 constexpr Class kClasses[] = {
-    {"random", &Fuzzer::random_datagram}, {"truncated", &Fuzzer::truncated_header},
-    {"bad_icrc", &Fuzzer::bad_icrc},      {"psn_jump", &Fuzzer::psn_jump},
-    {"ack_nak", &Fuzzer::ack_nak},        {"read_response", &Fuzzer::read_response},
+    {"random", &Fuzzer::random_datagram},    {"truncated", &Fuzzer::truncated_header},
+    {"bad_icrc", &Fuzzer::bad_icrc},         {"psn_jump", &Fuzzer::psn_jump},
+    {"ack_nak", &Fuzzer::ack_nak},           {"read_response", &Fuzzer::read_response},
     {"read_request", &Fuzzer::read_request}, {"atomic", &Fuzzer::atomic},
     {"every_opcode", &Fuzzer::every_opcode}, {"gsi_mad", &Fuzzer::gsi_mad},
-    {"random_qpn", &Fuzzer::random_qpn},  {"stranger", &Fuzzer::stranger},
+    {"random_qpn", &Fuzzer::random_qpn},     {"stranger", &Fuzzer::stranger},
 };
 constexpr size_t kClassCount = sizeof kClasses / sizeof kClasses[0];
 
@@ -452,8 +463,8 @@ int main(int argc, char** argv) {
   auto number = [&](int i) { return static_cast<uint32_t>(std::strtoul(argv[i], nullptr, 0)); };
   std::vector<uint8_t> classes;
   for (size_t c = 0; c < kClassCount; ++c)
-    if (argc == 10 || ("," + std::string(argv[10]) + ",").find("," + std::string(kClasses[c].name) + ",") !=
-                          std::string::npos)
+    if (argc == 10 ||
+        ("," + std::string(argv[10]) + ",").find("," + std::string(kClasses[c].name) + ",") != std::string::npos)
       classes.push_back(static_cast<uint8_t>(c));
   if (classes.empty()) return std::fprintf(stderr, "no such class: %s\n", argv[10]), 2;
   Sender peer, stranger;
