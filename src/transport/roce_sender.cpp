@@ -440,7 +440,10 @@ void Engine::on_response(const RocePacket& pkt, const PacketAddrs& from) {
     i = (pkt.bth.psn - s.out[k].first_psn) & kMask24;  // distance on the PSN circle
     if (i < s.out[k].npsn) break;
   }
-  if (k == s.out.size()) return;  // about no message in flight
+  // About no packet sent (a message queued behind, or the rest of one not
+  // sent yet): no responder answers a PSN it never received, so the
+  // answer is forged or corrupt, and it must not complete what never left.
+  if (k == s.out.size() || i >= s.out[k].high) return;
   // Only an answer about a message in flight times the round trip or
   // answers a probe: a forged ACK of any PSN past the timed one gave an RTT
   // of the few microseconds since the send, and loss probes went out every

@@ -63,5 +63,21 @@ TEST_F(OneSendInFlight, AnAckOutsideTheWindowTimesNothing) {
   EXPECT_TRUE(s.out.empty());
 }
 
+// A second SEND is queued behind the first, its PSN given, not sent: an ACK
+// of it (or of anything up to it) is no answer of the peer's.
+TEST_F(OneSendInFlight, AnAckOfAPacketNotSentCompletesNothing) {
+  Outbound queued = s.out.front();
+  queued.first_psn = kPsn + 1;
+  queued.sent = queued.high = 0;
+  s.out.push_back(queued);
+  s.next_psn = kPsn + 2;
+  answer(net::aeth_ack(), kPsn + 1, peer);
+  EXPECT_EQ(s.out.size(), 2u);
+  EXPECT_TRUE(e.answers.empty());
+  answer(net::aeth_ack(), kPsn, peer);  // the one sent
+  EXPECT_EQ(s.out.size(), 1u);
+  EXPECT_EQ(e.answers.size(), 1u);
+}
+
 }  // namespace
 }  // namespace sv::roce
