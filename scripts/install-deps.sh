@@ -12,6 +12,7 @@ packages=(
   ibverbs-utils rdmacm-utils perftest   # Debian's clients, run unmodified in tests
   libgtest-dev libgmock-dev libbenchmark-dev
   iproute2 procps python3
+  clang libclang-rt-14-dev              # libFuzzer for the fuzz targets (scripts/fuzz.sh, tests/fuzz)
   gdb                                   # stacks of a hung or crashed test (tests/common/hang_watchdog.cpp, tests/e2e/with_stacks.sh)
   nftables                              # packet loss on the RoCEv2 test links (no netem in every kernel)
   iptables libnetfilter-queue-dev       # reordering and delay on them (tests/e2e/impair_queue.c, NFQUEUE)

@@ -135,13 +135,19 @@ size_t build_datagram(const DatagramAddrs& a, const RocePacket& pkt, const uint8
   n += len;
   std::memset(at + n, 0, p.bth.pad);
   n += p.bth.pad;
-  uint8_t* ip = put_ip_udp(a, buf, n + kIcrcBytes);
-  uint32_t crc = icrc(ip, static_cast<size_t>(at + n - ip));
-  at[n] = static_cast<uint8_t>(crc);
-  at[n + 1] = static_cast<uint8_t>(crc >> 8);
-  at[n + 2] = static_cast<uint8_t>(crc >> 16);
-  at[n + 3] = static_cast<uint8_t>(crc >> 24);
+  put_datagram_icrc(a, buf, n + kIcrcBytes);
   return n + kIcrcBytes;
+}
+
+void put_datagram_icrc(const DatagramAddrs& a, uint8_t* buf, size_t len) {
+  if (len < kBthBytes + kIcrcBytes) return;
+  uint8_t* end = buf + kDatagramHeadroom + len - kIcrcBytes;
+  uint8_t* ip = put_ip_udp(a, buf, len);
+  const uint32_t crc = icrc(ip, static_cast<size_t>(end - ip));
+  end[0] = static_cast<uint8_t>(crc);
+  end[1] = static_cast<uint8_t>(crc >> 8);
+  end[2] = static_cast<uint8_t>(crc >> 16);
+  end[3] = static_cast<uint8_t>(crc >> 24);
 }
 
 bool datagram_icrc_ok(const DatagramAddrs& a, uint8_t* buf, size_t len) {

@@ -32,6 +32,13 @@ struct DatagramAddrs {
 size_t build_datagram(const DatagramAddrs& a, const RocePacket& pkt, const uint8_t* payload, size_t len,
                       uint8_t* buf);
 
+// Writes the ICRC into the last 4 bytes of the `len`-byte datagram at
+// buf + kDatagramHeadroom, whatever the bytes before it (as build_datagram
+// does for a packet it encoded): test tools seal malformed packets with it,
+// so that they pass the ICRC check and reach the decoders behind it. No-op
+// when `len` cannot hold a BTH and an ICRC.
+void put_datagram_icrc(const DatagramAddrs& a, uint8_t* buf, size_t len);
+
 // Rewrites the ICRC of the IPv4 datagram at `at` (`len` bytes, ICRC
 // included, as build_datagram made it for IP ID 0) for IP ID `id`: UDP
 // segmentation offload (GSO) gives the k-th segment of a send ID k, and a

@@ -118,6 +118,11 @@ StatsQp* Counters::slot(uint32_t qpn) {
 void Counters::add(uint32_t qpn, Counter c, uint64_t n) {
   if (!file_) return;
   file_->device.v[c].fetch_add(n, std::memory_order_relaxed);
+  add_qp(qpn, c, n);
+}
+
+void Counters::add_qp(uint32_t qpn, Counter c, uint64_t n) {
+  if (!file_) return;
   // One writer (under the engine's mu): no read-modify-write needed.
   if (StatsQp* q = slot(qpn)) q->c.v[c].store(q->c.v[c].load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 }

@@ -73,6 +73,8 @@ class Counters {
   void drop_in_child();  // a fork()ed child forgets its parent's file
   void add(uint32_t qpn, Counter c, uint64_t n = 1);
   void add_device(Counter c, uint64_t n = 1);
+  // Only QP `qpn`'s row, for what add_device counted already.
+  void add_qp(uint32_t qpn, Counter c, uint64_t n = 1);
   void forget(uint32_t qpn);
 
  private:

@@ -200,6 +200,10 @@ class Engine {
   void on_timers(uint64_t now_ns);
   uint64_t next_deadline() const;  // 0: none
 
+  // A packet that arrived for QP `qpn` of this process, once the QP is
+  // found: its row of the counters (the device's counted it on arrival).
+  void count_received(uint32_t qpn, const net::RocePacket& pkt);
+
   // Responder side (roce_receiver.cpp); under mu.
   void on_request(const net::RocePacket& pkt, const PacketAddrs& from);
   // A UD SEND to a multicast group (DestQP 0xFFFFFF), for member QP `qpn`.

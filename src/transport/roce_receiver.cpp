@@ -194,6 +194,7 @@ void Engine::on_request(const RocePacket& pkt, const PacketAddrs& from) {
     counters.add_device(kNoQp);
     return;
   }
+  count_received(qpn, pkt);
   // The QP's transport, not the packet's, says how a packet is taken.
   if (!opcode_fits(pkt.bth.opcode, t->type)) {
     counters.add(qpn, kWrongTransport);
@@ -203,6 +204,13 @@ void Engine::on_request(const RocePacket& pkt, const PacketAddrs& from) {
     receive_unreliable(pkt, from, qpn, *owner, *t);
   else
     receive_reliable(pkt, from, qpn, *owner, *t);
+}
+
+void Engine::count_received(uint32_t qpn, const RocePacket& pkt) {
+  counters.add_qp(qpn, kPacketsReceived);
+  // The datagram's length, as decode() took it apart.
+  counters.add_qp(qpn, kBytesReceived,
+                  opcode_info(pkt.bth.opcode)->header_bytes + pkt.payload_len + pkt.bth.pad + kIcrcBytes);
 }
 
 void Engine::on_group_request(const RocePacket& pkt, const PacketAddrs& from, uint32_t qpn) {

@@ -419,16 +419,20 @@ bool Engine::finish_before(Sender& s, size_t k) {
   return true;
 }
 
-void Engine::on_response(const RocePacket& pkt, const PacketAddrs&) {
+void Engine::on_response(const RocePacket& pkt, const PacketAddrs& from) {
   auto it = senders.find(pkt.bth.dest_qp);
-  if (it == senders.end() || it->second.out.empty()) return;  // nothing in flight: a late duplicate
+  if (it == senders.end()) return;  // no requester of ours
+  count_received(pkt.bth.dest_qp, pkt);
+  if (it->second.out.empty()) return;  // nothing in flight: a late duplicate
   Sender& s = it->second;
-  if (s.rtt_sent_ns && psn_compare(pkt.bth.psn, s.rtt_psn) >= 0) {
-    const uint64_t sample = monotonic_ns() - s.rtt_sent_ns;
-    s.srtt_ns = s.srtt_ns ? (7 * s.srtt_ns + sample) / 8 : sample;
-    s.rtt_sent_ns = 0;
+  // Only the peer answers: a response from any other address is dropped
+  // before it moves anything, as rxe's check_addr drops it (a NAK from a
+  // stranger on the link, who had read the PSN in flight off the wire,
+  // ended the QP: e2e_roce_stranger).
+  if (std::memcmp(&from.src, s.out.front().dst.dgid.raw, sizeof from.src) != 0) {
+    counters.add_device(kNoQp);
+    return;
   }
-  const bool probe_answer = std::exchange(s.probe_pending, false) && pkt.bth.psn == s.probe_psn;
   // The message this answer is about, and which of its packets.
   size_t k = 0;
   uint32_t i = 0;
@@ -436,7 +440,20 @@ void Engine::on_response(const RocePacket& pkt, const PacketAddrs&) {
     i = (pkt.bth.psn - s.out[k].first_psn) & kMask24;  // distance on the PSN circle
     if (i < s.out[k].npsn) break;
   }
-  if (k == s.out.size()) return;  // about no message in flight
+  // About no packet sent (a message queued behind, or the rest of one not
+  // sent yet): no responder answers a PSN it never received, so the
+  // answer is forged or corrupt, and it must not complete what never left.
+  if (k == s.out.size() || i >= s.out[k].high) return;
+  // Only an answer about a message in flight times the round trip or
+  // answers a probe: a forged ACK of any PSN past the timed one gave an RTT
+  // of the few microseconds since the send, and loss probes went out every
+  // 200 us from then on.
+  if (s.rtt_sent_ns && psn_compare(pkt.bth.psn, s.rtt_psn) >= 0) {
+    const uint64_t sample = monotonic_ns() - s.rtt_sent_ns;
+    s.srtt_ns = s.srtt_ns ? (7 * s.srtt_ns + sample) / 8 : sample;
+    s.rtt_sent_ns = 0;
+  }
+  const bool probe_answer = std::exchange(s.probe_pending, false) && pkt.bth.psn == s.probe_psn;
   const OpcodeInfo* info = opcode_info(pkt.bth.opcode);
   if (info->is(kAckOp)) {
     const uint8_t syn = pkt.aeth.syndrome;

@@ -185,8 +185,10 @@ void handle_datagram(Engine& e, uint8_t* buf, size_t len, const DatagramInfo& in
   const net::OpcodeInfo* info_op = net::opcode_info(pkt.bth.opcode);
   PacketAddrs from{info.src, info.dst, info.traffic_class, info.hop_limit};
   EngineLock g(e);
-  e.counters.add(pkt.bth.dest_qp, kPacketsReceived);
-  e.counters.add(pkt.bth.dest_qp, kBytesReceived, len);
+  // The QP's own row counts it once the QP is found (count_received): a
+  // forged DestQP must not claim one.
+  e.counters.add_device(kPacketsReceived);
+  e.counters.add_device(kBytesReceived, len);
   if (info_op->is(net::kResponse))
     e.on_response(pkt, from);
   else

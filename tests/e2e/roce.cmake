@@ -176,3 +176,19 @@ add_test(NAME e2e_roce_port_taken COMMAND ${CMAKE_CURRENT_LIST_DIR}/roce_port_ta
 set_tests_properties(e2e_roce_port_taken PROPERTIES ENVIRONMENT "${E2E_ENV}" LABELS "e2e;roce" TIMEOUT 120 SKIP_RETURN_CODE 77)
 add_test(NAME e2e_cm_mailbox_squatted COMMAND ${CMAKE_CURRENT_LIST_DIR}/cm_mailbox_squatted.sh)
 set_tests_properties(e2e_cm_mailbox_squatted PROPERTIES ENVIRONMENT "${E2E_ENV}" LABELS "e2e;roce;rdmacm" TIMEOUT 120 SKIP_RETURN_CODE 77)
+
+# A hostile network: thousands of malformed datagrams of every class against
+# a live RC pair (roce_fuzz.sh): it finishes every iteration, the server
+# stays small. The seed is in the log (ROCE_FUZZ_SEED replays it).
+add_executable(roce_fuzz ${CMAKE_CURRENT_LIST_DIR}/roce_fuzz.cpp)
+target_link_libraries(roce_fuzz PRIVATE softverbs_net softverbs_ibcm)
+add_test(NAME e2e_roce_fuzz
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/roce_fuzz.sh $<TARGET_FILE:roce_fuzz> $<TARGET_FILE:softverbs_stat>)
+set_tests_properties(e2e_roce_fuzz PROPERTIES ENVIRONMENT "${E2E_ENV}" LABELS "e2e;roce" TIMEOUT 120
+  SKIP_RETURN_CODE 77 PROCESSORS 2)
+# The stranger alone: NAKs and SENDs with the PSNs in flight, read off the
+# link, from an address that is not the peer's (a NAK ended the QP).
+add_test(NAME e2e_roce_stranger
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/roce_fuzz.sh $<TARGET_FILE:roce_fuzz> $<TARGET_FILE:softverbs_stat> stranger)
+set_tests_properties(e2e_roce_stranger PROPERTIES ENVIRONMENT "${E2E_ENV}" LABELS "e2e;roce" TIMEOUT 120
+  SKIP_RETURN_CODE 77 PROCESSORS 2)
