@@ -79,7 +79,9 @@ sockaddr_un mailbox_address(const std::string& name, socklen_t* len) {
   un.sun_family = AF_UNIX;
   const char* domain = std::getenv("SOFTVERBS_DOMAIN");
   if (!(domain && *domain)) {
-    static const std::string dir = sv::choose_runtime_dir().dir;  // (libibverbs made and checked it, and says why not)
+    // (libibverbs made and checked it, and says why not.) Never destroyed:
+    // the network thread posts MADs while the process exits.
+    static const std::string& dir = *new std::string(sv::choose_runtime_dir().dir);
     static const unsigned long netns = [] {
       struct stat st;
       return stat("/proc/self/ns/net", &st) == 0 ? static_cast<unsigned long>(st.st_ino) : 0ul;

@@ -10,8 +10,9 @@ namespace sv::shm {
 
 const std::string& runtime_dir() {
   // Chosen once it is had; a failure (a full /dev/shm) is tried again.
-  static std::mutex mu;
-  static std::string dir;
+  // Never destroyed: the network thread uses it while the process exits.
+  static std::mutex& mu = *new std::mutex;
+  static std::string& dir = *new std::string;
   std::lock_guard g(mu);
   if (dir.empty()) {
     RuntimeDirChoice c = choose_runtime_dir();

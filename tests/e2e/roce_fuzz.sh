@@ -74,7 +74,12 @@ fail=0
 ((src == 0 && crc == 0)) || { echo "FAIL: the connection did not survive the malformed packets"; fail=1; }
 grep -q "$iters iters" "$out/client" || { echo "FAIL: the client did not finish its iterations"; fail=1; }
 ((rows == own)) || { echo "FAIL: the server's counters gave $((rows - own)) rows to QPs it does not have"; fail=1; }
-((peak - base < 16384)) || { echo "FAIL: the server grew by $((peak - base)) kB"; fail=1; }
+# What is asked of it: no allocation sized by a packet (a forged length once
+# made 4 GB). Under ASan (CI's sanitizer job preloads it) the quarantine
+# keeps freed memory a while: more room there.
+grow_limit=16384
+[[ ${LD_PRELOAD:-} == *asan* ]] && grow_limit=131072
+((peak - base < grow_limit)) || { echo "FAIL: the server grew by $((peak - base)) kB"; fail=1; }
 if ((fail)); then
   # (SOFTVERBS_LOG=debug in the environment puts the engines' story here.)
   echo "--- server's last words"; tail -30 "$out/server"
