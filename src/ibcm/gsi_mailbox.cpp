@@ -2,11 +2,8 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +11,7 @@
 #include "cm_messages.hpp"
 #include "cma_header.hpp"
 #include "util/runtime_dir_rules.h"
+#include "util/unix_socket_address.h"
 
 namespace softverbs::ibcm {
 
@@ -75,28 +73,13 @@ std::string comm_id_mailbox(uint32_t comm_id) {
 }
 
 sockaddr_un mailbox_address(const std::string& name, socklen_t* len) {
-  sockaddr_un un{};
-  un.sun_family = AF_UNIX;
   const char* domain = std::getenv("SOFTVERBS_DOMAIN");
-  if (!(domain && *domain)) {
-    // (libibverbs made and checked it, and says why not.) Never destroyed:
-    // the network thread posts MADs while the process exits.
-    static const std::string& dir = *new std::string(sv::choose_runtime_dir().dir);
-    static const unsigned long netns = [] {
-      struct stat st;
-      return stat("/proc/self/ns/net", &st) == 0 ? static_cast<unsigned long>(st.st_ino) : 0ul;
-    }();
-    const std::string path = dir + "/gsi-" + std::to_string(netns) + "-" + name;
-    if (!dir.empty() && path.size() < sizeof un.sun_path) {
-      std::memcpy(un.sun_path, path.data(), path.size());
-      *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + 1);
-      return un;
-    }
-  }
-  const size_t n = std::min(name.size(), sizeof un.sun_path - 1);
-  std::memcpy(un.sun_path + 1, name.data(), n);  // leading NUL: abstract
-  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
-  return un;
+  if (domain && *domain) return sv::abstract_unix_address(name, len);
+  // (libibverbs made and checked the directory, and says why not.) Never
+  // destroyed: the network thread posts MADs while the process exits.
+  static const std::string& dir = *new std::string(sv::choose_runtime_dir().dir);
+  static const uint64_t netns = sv::own_netns_inode();
+  return sv::user_unix_address(dir, "gsi-" + std::to_string(netns) + "-" + name, name, len);
 }
 
 namespace {

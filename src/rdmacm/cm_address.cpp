@@ -17,6 +17,7 @@
 #include "cm_state.hpp"
 #include "ibcm/gsi_mailbox.hpp"
 #include "util/kernel_socket.h"
+#include "util/unix_socket_address.h"
 
 namespace softverbs::rdmacm {
 namespace {
@@ -121,14 +122,7 @@ std::vector<std::string> listener_names(rdma_port_space ps, const sockaddr* dst)
   return ibcm::service_names("cm", static_cast<uint16_t>(ps), dst);
 }
 
-sockaddr_un unix_name(const std::string& name, socklen_t* len) {
-  sockaddr_un un{};
-  un.sun_family = AF_UNIX;
-  size_t n = std::min(name.size(), sizeof un.sun_path - 1);
-  std::memcpy(un.sun_path + 1, name.data(), n);  // leading NUL: abstract namespace
-  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
-  return un;
-}
+sockaddr_un unix_name(const std::string& name, socklen_t* len) { return sv::abstract_unix_address(name, len); }
 
 int bind_id(Id* id, const sockaddr* addr) {
   if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) return fail(EAFNOSUPPORT);

@@ -17,6 +17,8 @@
 #include "util/clock.h"
 #include "util/knobs.h"
 #include "util/log.h"
+#include "util/runtime_dir_rules.h"
+#include "util/unix_socket_address.h"
 
 namespace sv::shm {
 
@@ -47,7 +49,7 @@ Registry* Registry::open_or_create() {
   const bool named = std::getenv("SOFTVERBS_DOMAIN") != nullptr;
   std::string path;
   if (named) {
-    path = "/dev/shm/softverbs-" + k.domain + ".v" + std::to_string(kLayoutVersion);
+    path = named_domain_registry(k.domain);
   } else {
     const std::string& dir = runtime_dir();
     if (dir.empty()) return nullptr;  // said why
@@ -169,8 +171,7 @@ void Registry::fill_slot(uint32_t slot, int arena_fd, uint64_t arena_ino, uint64
   s.arena_ino = arena_ino;
   s.arena_size = arena_size;
   s.started_ns = realtime_ns();
-  struct stat ns {};
-  s.netns_ino = stat("/proc/self/ns/net", &ns) == 0 ? ns.st_ino : 0;
+  s.netns_ino = own_netns_inode();
 }
 
 }  // namespace sv::shm

@@ -1,7 +1,6 @@
 #include "transport/roce_forward.h"
 
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -13,6 +12,7 @@
 #include "shm/runtime_dir.h"
 #include "util/log.h"
 #include "util/peer_credentials.h"
+#include "util/unix_socket_address.h"
 
 namespace sv {
 namespace {
@@ -25,38 +25,25 @@ struct ForwardHeader {
   uint16_t seg;  // 0: one datagram; else a GRO buffer's segment size
 };
 
+}  // namespace
+
 // The socket of the process of registry slot `slot`. In the user's own
 // domain: a file in its runtime directory (shm/runtime_dir.h), which no
 // other user can bind first (and so receive what we forward) or send to;
 // the network namespace is part of the name, as the port is per namespace.
 // In a domain named on purpose (shared by whoever names it), or when that
 // path would be too long, an abstract name per domain, in the namespace.
-socklen_t address_of(uint32_t slot, sockaddr_un* a) {
-  *a = sockaddr_un{};
-  a->sun_family = AF_UNIX;
-  const char* d = std::getenv("SOFTVERBS_DOMAIN");
-  if (!(d && *d)) {
-    static const uint64_t netns = [] {
-      struct stat st;
-      return stat("/proc/self/ns/net", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
-    }();
-    const std::string& dir = shm::runtime_dir();
-    std::string path = dir + "/roce-" + std::to_string(netns) + "-" + std::to_string(slot);
-    if (!dir.empty() && path.size() < sizeof a->sun_path) {
-      std::memcpy(a->sun_path, path.data(), path.size());
-      return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + 1);
-    }
-  }
-  std::string domain = d && *d ? d : "uid" + std::to_string(getuid());
-  std::string name = "softverbs-" + domain + "-roce-" + std::to_string(slot);
-  size_t n = std::min(name.size(), sizeof a->sun_path - 1);
-  std::memcpy(a->sun_path + 1, name.data(), n);  // sun_path[0] = 0: abstract
-  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+sockaddr_un Forwarder::address_of(uint32_t slot, socklen_t* len) const {
+  return user_unix_address(dir_, file_prefix_ + std::to_string(slot), abstract_prefix_ + std::to_string(slot), len);
 }
 
-}  // namespace
-
 bool Forwarder::open(uint32_t slot) {
+  // Where the sockets are, worked out once: forward() runs per packet.
+  const char* d = std::getenv("SOFTVERBS_DOMAIN");
+  const bool named = d && *d;
+  dir_ = named ? "" : shm::runtime_dir();
+  file_prefix_ = "roce-" + std::to_string(own_netns_inode()) + "-";
+  abstract_prefix_ = "softverbs-" + (named ? std::string(d) : "uid" + std::to_string(getuid())) + "-roce-";
   // A unix datagram queue holds only net.unix.max_dgram_qlen (10) datagrams:
   // a burst waits a little for the receiver rather than being lost, but
   // never long (a stopped process must not stall everyone's packets).
@@ -66,8 +53,8 @@ bool Forwarder::open(uint32_t slot) {
   setsockopt(send_fd_, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof wait);
   fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd_ < 0) return false;
-  sockaddr_un a;
-  socklen_t len = address_of(slot, &a);
+  socklen_t len;
+  const sockaddr_un a = address_of(slot, &len);
   int size = 4 << 20;
   setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
   // Any user of the network namespace can send to an abstract name: the
@@ -75,7 +62,7 @@ bool Forwarder::open(uint32_t slot) {
   // A file left by the slot's previous owner (killed) goes: the slot, and
   // so the name, is ours now.
   if (a.sun_path[0]) unlink(a.sun_path);
-  if (!pass_credentials(fd_) || bind(fd_, reinterpret_cast<sockaddr*>(&a), len) != 0) {
+  if (!pass_credentials(fd_) || bind(fd_, reinterpret_cast<const sockaddr*>(&a), len) != 0) {
     ::close(fd_);
     fd_ = -1;
     return false;
@@ -100,8 +87,8 @@ bool Forwarder::forward(uint32_t slot, const DatagramInfo& info, uint16_t dst_po
                         size_t len, uint16_t seg) {
   if (send_fd_ < 0) return false;
   ForwardHeader h{info.src, info.dst, info.src_port, dst_port, info.traffic_class, info.hop_limit, seg};
-  sockaddr_un a;
-  socklen_t alen = address_of(slot, &a);
+  socklen_t alen;
+  sockaddr_un a = address_of(slot, &alen);
   iovec iov[2] = {{&h, sizeof h}, {const_cast<uint8_t*>(data), len}};
   msghdr msg{};
   msg.msg_name = &a;

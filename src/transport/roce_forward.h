@@ -14,6 +14,8 @@
 #pragma once
 
 #include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -57,10 +59,15 @@ class Forwarder {
   uint64_t take_foreign() { return std::exchange(foreign_, 0); }
 
  private:
+  sockaddr_un address_of(uint32_t slot, socklen_t* len) const;
+
   int fd_ = -1;       // ours, bound: what others forward to us
   int send_fd_ = -1;  // unbound, blocking with a short timeout: what we forward
   uint64_t foreign_ = 0;
   std::string bound_path_;  // a filesystem name we bound (empty: abstract)
+  std::string dir_;              // the runtime directory; empty: abstract names (a named domain)
+  std::string file_prefix_;      // roce-<netns>- : a slot's file in dir_
+  std::string abstract_prefix_;  // softverbs-<domain>-roce- : a slot's abstract name
 };
 
 }  // namespace sv

@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "shm/layout.h"
+#include "util/runtime_dir_rules.h"
 
 namespace sv {
 
@@ -63,9 +63,8 @@ inline bool is_trusted_uid(uint32_t uid) {
   static const bool shared_domain = [] {
     const char* d = std::getenv("SOFTVERBS_DOMAIN");
     if (!d || !*d) return false;
-    const std::string path = "/dev/shm/softverbs-" + std::string(d) + ".v" + std::to_string(shm::kLayoutVersion);
     struct stat st;
-    return stat(path.c_str(), &st) == 0 && (st.st_mode & 066) != 0;
+    return stat(named_domain_registry(d).c_str(), &st) == 0 && (st.st_mode & 066) != 0;
   }();
   return shared_domain;
 }

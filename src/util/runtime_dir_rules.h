@@ -1,4 +1,5 @@
-// How the user's runtime directory is chosen (shm/runtime_dir.h says why).
+// How the user's runtime directory is chosen (shm/runtime_dir.h says why),
+// and where a named domain's registry is.
 // Header-only: libibverbs (core) and librdmacm (through src/ibcm, for the
 // CM's mailboxes) must find the same directory, and librdmacm does not link
 // core. The choice says what it did; each library logs it its own way.
@@ -11,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+
+#include "shm/layout.h"
 
 namespace sv {
 
@@ -57,6 +60,13 @@ inline bool safe_parent(const char* dir) {
 }  // namespace runtime_dir_detail
 
 inline std::string default_runtime_dir(unsigned uid) { return "/dev/shm/softverbs-uid" + std::to_string(uid); }
+
+// The registry of a domain named on purpose (SOFTVERBS_DOMAIN): a file in
+// /dev/shm anyone who names it may join, as its mode allows. The layout
+// version is in the name: builds with different layouts never share one.
+inline std::string named_domain_registry(const std::string& domain) {
+  return "/dev/shm/softverbs-" + domain + ".v" + std::to_string(shm::kLayoutVersion);
+}
 
 inline RuntimeDirChoice choose_runtime_dir() {
   using namespace runtime_dir_detail;

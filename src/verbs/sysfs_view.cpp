@@ -24,6 +24,7 @@
 #include "shm/registry.h"
 #include "util/knobs.h"
 #include "util/log.h"
+#include "util/unix_socket_address.h"
 
 namespace sv::abi {
 namespace {
@@ -239,8 +240,7 @@ bool own_directory(const std::string& dir) {
 }
 
 std::string choose_view_dir() {
-  struct stat ns;
-  const unsigned long netns = stat("/proc/self/ns/net", &ns) == 0 ? ns.st_ino : 0;
+  const uint64_t netns = own_netns_inode();
   std::string base = "/dev/shm/softverbs-uid" + std::to_string(geteuid()) + ".sysfs";
   if (own_directory(base)) {
     std::string dir = base + "/net" + std::to_string(netns);

@@ -9,8 +9,8 @@
 # mailbox had and could have (its address, the wildcards); rping between
 # two namespace hosts must then run, and nobody must receive nothing.
 set -u
-((EUID == 0)) || { echo "needs root (namespaces, another uid)"; exit 77; }
-id nobody >/dev/null 2>&1 || { echo "no user nobody"; exit 77; }
+. "$(dirname "$0")/as_nobody.sh"
+need_nobody || exit
 a=sfmbA$$ b=sfmbB$$ va=sfmba$$ vb=sfmbb$$
 out=$(mktemp -d)
 chmod 777 "$out"
@@ -20,7 +20,7 @@ trap cleanup EXIT
 . "$(dirname "$0")/two_hosts.sh"
 make_two_hosts 10.99.0 || exit
 port=7611
-ip netns exec "$a" setpriv --reuid=nobody --regid=nogroup --clear-groups /usr/bin/python3 -c '
+ip netns exec "$a" "${as_nobody[@]}" /usr/bin/python3 -c '
 import select, signal, socket, sys
 names = ["softverbs-uid0-gsi-tcp-%s:%s" % (addr, sys.argv[1]) for addr in ("10.99.0.1", "0.0.0.0", "*")]
 socks = []

@@ -14,8 +14,8 @@
 #   forward_inject.sh FORWARD_INJECT SOFTVERBS_STAT
 set -u
 inject=$1 stat=$2
-((EUID == 0)) || { echo "needs root (namespaces, another uid)"; exit 77; }
-id nobody >/dev/null 2>&1 || { echo "no user nobody"; exit 77; }
+. "$(dirname "$0")/as_nobody.sh"
+need_nobody || exit
 a=sfiA$$ b=sfiB$$ va=sfia$$ vb=sfib$$
 out=$(mktemp -d)
 chmod 755 "$out"
@@ -50,7 +50,7 @@ fail=0
 # 1. The user's own domain: nobody cannot reach the socket at all.
 run_pair 2000
 sock=$(ls -d /dev/shm/softverbs-uid0/roce-*-"$slot" 2>/dev/null | head -1)
-reach=$(ip netns exec "$b" setpriv --reuid=nobody --regid=nogroup --clear-groups /usr/bin/python3 -c '
+reach=$(ip netns exec "$b" "${as_nobody[@]}" /usr/bin/python3 -c '
 import socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 try:
@@ -66,7 +66,7 @@ echo "--- own domain: forwarding socket ${sock:-none}; nobody's send: $reach; ex
 export SOFTVERBS_DOMAIN=fwd$$
 iters=20000
 run_pair $iters
-ip netns exec "$b" setpriv --reuid=nobody --regid=nogroup --clear-groups env SOFTVERBS_DOMAIN=$SOFTVERBS_DOMAIN \
+ip netns exec "$b" "${as_nobody[@]}" env SOFTVERBS_DOMAIN=$SOFTVERBS_DOMAIN \
   "$out/inject" $slot 10.97.0.1 10.97.0.2 "$qpn" "$psn" $iters || echo "(the injection reported a failure)"
 foreign=$(ip netns exec "$b" "$stat" 2>/dev/null | awk '/foreign_senders/ {for (i = 1; i < NF; i++) if ($i == "foreign_senders") s += $(i + 1)} END {print s + 0}')
 finish

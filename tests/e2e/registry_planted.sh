@@ -12,8 +12,8 @@
 # error naming SOFTVERBS_RUNTIME_DIR, which then works.
 #   registry_planted.sh
 set -u
-((EUID == 0)) || { echo "needs root to create a user"; exit 77; }
-id nobody >/dev/null 2>&1 || { echo "no user nobody"; exit 77; }
+. "$(dirname "$0")/as_nobody.sh"
+need_nobody || exit
 lib=${LD_LIBRARY_PATH%%:*}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
@@ -41,7 +41,6 @@ as_victim() {
   setpriv --reuid="$user" --regid="$user" --clear-groups --reset-env \
     env HOME="$work/home" LD_LIBRARY_PATH="$work/lib" ${keep[@]+"${keep[@]}"} "$@"
 }
-as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups --reset-env "$@"; }
 pair() {  # pair PORT [ENV...]: ibv_rc_pingpong between two victim processes; 0 when both finish
   local port=$1
   shift
@@ -57,11 +56,11 @@ pair() {  # pair PORT [ENV...]: ibv_rc_pingpong between two victim processes; 0 
 fail=0
 plant() {  # plant KIND: as nobody, what the victim's state would be named
   rm -rf /dev/shm/softverbs-uid"$uid" /dev/shm/softverbs-uid"$uid".* "$work/home/.softverbs-runtime" "$work/xdg/softverbs"
-  as_nobody sh -c "umask 0; : > /dev/shm/softverbs-uid$uid.v6"
+  "${as_nobody[@]}" sh -c "umask 0; : > /dev/shm/softverbs-uid$uid.v6"
   case $1 in
-    file) as_nobody sh -c "umask 0; : > /dev/shm/softverbs-uid$uid" ;;
-    dir) as_nobody sh -c "umask 0; mkdir /dev/shm/softverbs-uid$uid" ;;
-    link) as_nobody ln -s /tmp /dev/shm/softverbs-uid"$uid" ;;
+    file) "${as_nobody[@]}" sh -c "umask 0; : > /dev/shm/softverbs-uid$uid" ;;
+    dir) "${as_nobody[@]}" sh -c "umask 0; mkdir /dev/shm/softverbs-uid$uid" ;;
+    link) "${as_nobody[@]}" ln -s /tmp /dev/shm/softverbs-uid"$uid" ;;
   esac
 }
 port=18700

@@ -10,8 +10,8 @@
 # started while it held the port binds it within a second or two and serves
 # a client.
 set -u
-((EUID == 0)) || { echo "needs root (namespaces, another uid)"; exit 77; }
-id nobody >/dev/null 2>&1 || { echo "no user nobody"; exit 77; }
+. "$(dirname "$0")/as_nobody.sh"
+need_nobody || exit
 a=sfptA$$ b=sfptB$$ va=sfpta$$ vb=sfptb$$
 out=$(mktemp -d)
 chmod 777 "$out"
@@ -22,7 +22,7 @@ trap cleanup EXIT
 make_two_hosts 10.98.0 || exit
 ga=$(gid_of "$a" ::ffff:10.98.0.1) gb=$(gid_of "$b" ::ffff:10.98.0.2)
 [[ -n $ga && -n $gb ]] || { echo "no GID for the veth addresses"; exit 1; }
-ip netns exec "$a" setpriv --reuid=nobody --regid=nogroup --clear-groups /usr/bin/python3 -c '
+ip netns exec "$a" "${as_nobody[@]}" /usr/bin/python3 -c '
 import signal, socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind(("0.0.0.0", 4791))
