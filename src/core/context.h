@@ -63,6 +63,11 @@ struct Context : verbs_context {
   Transport* transport_for(const ibv_gid& dgid) {
     return is_local_gid(dgid) || gid_is_multicast(dgid) ? local_transport : remote_transport;
   }
+  // A connected QP's way to `dgid`'s QP `dst_qpn`: as transport_for, but
+  // with a host service (shm/host_service.h) a QPN of this host that none
+  // of our user's live processes has is another user's, reached through
+  // the network path (the service), never in shared memory.
+  Transport* transport_for(const ibv_gid& dgid, uint32_t dst_qpn);
 
   // Creates the context: joins the host, claims a ContextShared slot and
   // opens the async doorbell. nullptr (errno set) on failure.

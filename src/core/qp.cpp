@@ -223,6 +223,9 @@ void apply_attrs(Qp* qp, const ibv_qp_attr& a, int mask) {
     s->dest_qpn = qp->peer.qpn = a.dest_qp_num & 0xffffff;
     qp->conn.forget();
   }
+  // Another user's QP on this host is reached through the host service.
+  if ((mask & (IBV_QP_AV | IBV_QP_DEST_QPN)) && qp->peer.route == qp->ctx->local_transport)
+    qp->peer.route = qp->ctx->transport_for(qp->peer.dgid, qp->peer.qpn);
   if (mask & IBV_QP_RQ_PSN) s->rq_psn = q.rq_psn = a.rq_psn & 0xffffff;
   if (mask & IBV_QP_SQ_PSN) q.sq_psn = a.sq_psn & 0xffffff;
   if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) s->max_dest_rd_atomic = q.max_dest_rd_atomic = a.max_dest_rd_atomic;

@@ -72,6 +72,11 @@ std::string comm_id_mailbox(uint32_t comm_id) {
   return "softverbs-" + domain_name() + "-gsi-id-" + hex;
 }
 
+std::string mailbox_key(const std::string& name) {
+  const std::string prefix = "softverbs-" + domain_name() + "-";
+  return name.compare(0, prefix.size(), prefix) == 0 ? name.substr(prefix.size()) : name;
+}
+
 sockaddr_un mailbox_address(const std::string& name, socklen_t* len) {
   const char* domain = std::getenv("SOFTVERBS_DOMAIN");
   if (domain && *domain) return sv::abstract_unix_address(name, len);

@@ -66,6 +66,10 @@ std::vector<std::string> service_names(const char* kind, uint16_t port_space, co
 
 std::string comm_id_mailbox(uint32_t comm_id);
 
+// A mailbox's name without its "softverbs-<domain>-" prefix: the same for
+// every user, as the host service (shm/host_service.h) keys CM mailboxes.
+std::string mailbox_key(const std::string& name);
+
 // The socket address of mailbox `name`. In the user's own domain: a file in
 // its runtime directory (util/runtime_dir_rules.h), gsi-<netns>-<name>, which
 // no other user can bind first (and so be handed the MADs meant for us) or

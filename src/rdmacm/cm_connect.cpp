@@ -13,6 +13,7 @@
 #include "c_boundary.hpp"
 #include "cm_address.hpp"
 #include "cm_device.hpp"
+#include "cm_host_service.hpp"
 #include "cm_network.hpp"
 #include "cm_protocol.hpp"
 #include "cm_qp.hpp"
@@ -186,20 +187,28 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_connect(struct rdma_cm_id* cm_id,
     id->connect_data.clear();
 
     id->state = IdState::ConnectSent;
-    if (is_remote(id)) {
-      // Another host: the REQ goes to its QP1 (cm_network.cpp).
+    // Another host, or with a host service another user of this one (no
+    // listener of ours has the port): the REQ goes to its QP1
+    // (cm_network.cpp), through the service.
+    bool to_qp1 = is_remote(id), refused = false;
+    if (!to_qp1 && connect_to_listener(id) != 0) {
+      refused = true;
+      const bool ours_later = errno == ECONNREFUSED && listener_port_held(id);
+      if (errno == ECONNREFUSED && !ours_later && host_service_runs()) to_qp1 = true, refused = false;
+      // Bound but not listening yet (qperf sends its port to the client
+      // before it calls rdma_listen): the REQ waits for the listener, as the
+      // CM's REQ retries give it time to. Nobody on the port: the remote CM
+      // rejects the REQ (invalid service ID), as the kernel reports it.
+      else if (!ours_later || wait_for_listener(id, msg) != 0) reject_unanswered(id);
+    }
+    if (to_qp1) {
       if (net_connect(id, msg) != 0) {
         const int err = errno;
         id->state = IdState::Failed;
         queue_event(id, RDMA_CM_EVENT_UNREACHABLE, -err);
       }
-    } else if (connect_to_listener(id) != 0) {
-      // Bound but not listening yet (qperf sends its port to the client
-      // before it calls rdma_listen): the REQ waits for the listener, as the
-      // CM's REQ retries give it time to. Nobody on the port: the remote CM
-      // rejects the REQ (invalid service ID), as the kernel reports it.
-      const bool may_wait = errno == ECONNREFUSED && listener_port_held(id);
-      if (!may_wait || wait_for_listener(id, msg) != 0) reject_unanswered(id);
+    } else if (refused) {
+      // (waiting for our listener, or rejected)
     } else if (send_message(id, msg) != 0) {
       reject_unanswered(id);
     } else {

@@ -36,6 +36,7 @@
 #include <unordered_map>
 
 #include "cm_address.hpp"
+#include "cm_host_service.hpp"
 #include "cm_device.hpp"
 #include "cm_mad.hpp"
 #include "cm_protocol.hpp"
@@ -245,6 +246,9 @@ int bind_mailbox(const std::string& name) {
     unlink(un.sun_path);
     rc = bind(fd, reinterpret_cast<const sockaddr*>(&un), len);
   }
+  // With a host service, the MADs for this mailbox come to our user only
+  // once it is claimed there; another user's claim is a port in use.
+  if (rc == 0) rc = claim_mailbox(fd, name);
   if (rc != 0) {
     int err = errno;
     close(fd);
@@ -265,6 +269,7 @@ int bind_mailbox(const std::string& name) {
 
 // Closes a mailbox, and removes its file if this process made it.
 void close_mailbox(int fd) {
+  release_mailbox(fd);
   BoundMailboxes& b = bound_mailboxes();
   {
     std::lock_guard g(b.mu);

@@ -34,7 +34,10 @@ void forget_host_in_child() {
   restore_overlays_in_fork_child();
   // The child inherits none of our queues (MADV_DONTFORK) and no keeper
   // thread; verbs objects of the parent are unusable in it, as with a NIC.
-  // The parent's Host (whose overlay lock the parent holds) is abandoned.
+  // The parent's Host (whose overlay lock the parent holds) is abandoned;
+  // its connection to the host service, which holds the parent's lease,
+  // is closed here (the child gets its own slot and lease).
+  if (g_host && g_host->service()) g_host->service()->abandon();
   g_host = nullptr;
   new (&g_attach_mu) std::mutex;
   keeper_forget_after_fork();
@@ -52,8 +55,14 @@ __attribute__((constructor)) void register_fork_handlers() {
 
 }  // namespace
 
-Host::Host(Registry* r, Arena* a, uint32_t slot, uint32_t incarnation)
-    : registry_(r), arena_(a), slot_(slot), incarnation_(incarnation), overlays_(*a), peers_(*r, *a, slot) {}
+Host::Host(Registry* r, Arena* a, uint32_t slot, uint32_t incarnation, std::unique_ptr<HostService> service)
+    : registry_(r),
+      arena_(a),
+      slot_(slot),
+      incarnation_(incarnation),
+      service_(std::move(service)),
+      overlays_(*a),
+      peers_(*r, *a, slot) {}
 
 Host* Host::get() {
   std::lock_guard g(g_attach_mu);
@@ -65,8 +74,28 @@ Host* Host::get() {
     SV_ERROR("cannot create the shared arena: %s", strerror(errno));
     return nullptr;
   }
-  uint32_t slot = reg->claim(arena->fd(), arena->inode(), arena->size(),
-                             [](pthread_mutex_t* m) { keeper_hold(m); });
+  // With a host service, a slot must also be free on the whole host: its
+  // number is in our QPNs, which name one QP on the host.
+  std::unique_ptr<HostService> service = HostService::connect();
+  uint32_t refused = 0;
+  uint32_t slot = reg->claim(arena->fd(), arena->inode(), arena->size(), [](pthread_mutex_t* m) { keeper_hold(m); },
+                             [&](uint32_t s) {
+                               uint32_t holder;
+                               if (!service || service->lease(s, &holder)) return true;
+                               if (holder == UINT32_MAX) {  // the service is gone or stuck
+                                 SV_WARN("the host service did not lease a slot: working without it");
+                                 service.reset();
+                                 return true;
+                               }
+                               SV_DEBUG("registry slot %u is leased to uid %u on this host", s, holder);
+                               ++refused;
+                               return false;
+                             });
+  if (!slot && refused) {
+    SV_ERROR("no registry slot is free on this host: the host service leased %u of ours to other users", refused);
+    errno = EAGAIN;
+    return nullptr;
+  }
   if (!slot) {
     SV_ERROR("registry %s is full: %u live processes", reg->path().c_str(), kMaxProcs - 1);
     errno = EAGAIN;
@@ -76,8 +105,8 @@ Host* Host::get() {
   arena->withhold_multicast_qpn(slot);
   arena->header()->slot = slot;
   arena->header()->incarnation = inc;
-  SV_DEBUG("attached to %s as slot %u", reg->path().c_str(), slot);
-  g_host = new Host(reg, arena, slot, inc);
+  SV_DEBUG("attached to %s as slot %u%s", reg->path().c_str(), slot, service ? ", leased from the host service" : "");
+  g_host = new Host(reg, arena, slot, inc, std::move(service));
   return g_host;
 }
 

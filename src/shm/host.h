@@ -6,7 +6,10 @@
 
 #include <cstdint>
 
+#include <memory>
+
 #include "shm/arena.h"
+#include "shm/host_service.h"
 #include "shm/overlay.h"
 #include "shm/peers.h"
 #include "shm/registry.h"
@@ -27,18 +30,22 @@ class Host {
   PeerTable& peers() { return peers_; }
   uint32_t slot() const { return slot_; }
   uint32_t incarnation() const { return incarnation_; }
+  // The host service (shm/host_service.h), when one runs: it holds our
+  // slot's lease and brings our RoCEv2 datagrams. nullptr without one.
+  HostService* service() const { return service_.get(); }
 
   // Lets same-user peers use process_vm_readv/writev on us (Yama mode 1
   // otherwise allows it only to our ancestors). Called when an MR needs it.
   void allow_cross_memory_attach();
 
  private:
-  Host(Registry* r, Arena* a, uint32_t slot, uint32_t incarnation);
+  Host(Registry* r, Arena* a, uint32_t slot, uint32_t incarnation, std::unique_ptr<HostService> service);
 
   Registry* registry_;
   Arena* arena_;
   uint32_t slot_;
   uint32_t incarnation_;
+  std::unique_ptr<HostService> service_;
   OverlayMap overlays_;
   PeerTable peers_;
   bool cma_allowed_ = false;

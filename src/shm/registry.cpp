@@ -128,20 +128,19 @@ Registry* Registry::open_or_create() {
 void Registry::lock_file() { flock(fd_, LOCK_EX); }
 void Registry::unlock_file() { flock(fd_, LOCK_UN); }
 
-uint32_t Registry::find_claimable_slot() {
+// The slots a new process may take, best first: those never used, then
+// those whose owner died (crashed, or exited).
+std::vector<uint32_t> Registry::claimable_slots() {
+  std::vector<uint32_t> free, dead;
   for (uint32_t i = 1; i < kMaxProcs; ++i) {
     ProcSlot& s = hdr_->procs[i];
-    if (s.state.load(std::memory_order_acquire) == kProcFree) return i;
+    if (s.state.load(std::memory_order_acquire) == kProcFree)
+      free.push_back(i);
+    else if (!proc_alive(s))
+      dead.push_back(i);
   }
-  // No never-used slot: reuse one whose owner died (crashed, or exited).
-  for (uint32_t i = 1; i < kMaxProcs; ++i) {
-    ProcSlot& s = hdr_->procs[i];
-    if (!proc_alive(s)) {
-      SV_DEBUG("reclaiming registry slot %u of dead pid %d", i, s.pid);
-      return i;
-    }
-  }
-  return 0;
+  free.insert(free.end(), dead.begin(), dead.end());
+  return free;
 }
 
 // A process that died (or was killed) with QPs attached to multicast groups

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "shm/layout.h"
 
@@ -23,15 +24,18 @@ class Registry {
   // exclusive flock of the registry file so that two processes never claim
   // the same slot. `lock_alive` is called with the slot's liveness mutex and
   // must return once some long-lived thread of ours holds it.
-  // Returns the slot number, or 0 if all slots are in use by live processes.
-  template <typename LockAlive>
-  uint32_t claim(int arena_fd, uint64_t arena_ino, uint64_t arena_size, LockAlive&& lock_alive);
+  // `may_take(slot)` is asked last about a slot found free here, and may
+  // refuse it (the host service leased it to another user): then the next
+  // one is tried. Returns the slot number, or 0 if all slots are in use by
+  // live processes (or refused).
+  template <typename LockAlive, typename MayTake>
+  uint32_t claim(int arena_fd, uint64_t arena_ino, uint64_t arena_size, LockAlive&& lock_alive, MayTake&& may_take);
 
   const std::string& path() const { return path_; }
 
  private:
   Registry(int fd, RegistryHeader* hdr, std::string path) : fd_(fd), hdr_(hdr), path_(std::move(path)) {}
-  uint32_t find_claimable_slot();
+  std::vector<uint32_t> claimable_slots();
   void forget_memberships_of_slot(uint32_t slot);
   void fill_slot(uint32_t slot, int arena_fd, uint64_t arena_ino, uint64_t arena_size);
   void lock_file();
@@ -42,10 +46,16 @@ class Registry {
   std::string path_;
 };
 
-template <typename LockAlive>
-uint32_t Registry::claim(int arena_fd, uint64_t arena_ino, uint64_t arena_size, LockAlive&& lock_alive) {
+template <typename LockAlive, typename MayTake>
+uint32_t Registry::claim(int arena_fd, uint64_t arena_ino, uint64_t arena_size, LockAlive&& lock_alive,
+                         MayTake&& may_take) {
   lock_file();
-  uint32_t slot = find_claimable_slot();
+  uint32_t slot = 0;
+  for (uint32_t candidate : claimable_slots())
+    if (may_take(candidate)) {
+      slot = candidate;
+      break;
+    }
   if (slot) {
     fill_slot(slot, arena_fd, arena_ino, arena_size);
     lock_alive(&hdr_->procs[slot].alive);

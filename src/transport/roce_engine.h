@@ -9,6 +9,7 @@
 // table below). Nothing is called back into a QP while mu is held.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -19,6 +20,7 @@
 #include "core/message.h"
 #include "core/pd.h"
 #include "net/roce_header.h"
+#include "shm/host_service.h"
 #include "transport/roce_counters.h"
 #include "transport/roce_forward.h"
 #include "transport/roce_socket.h"
@@ -160,6 +162,9 @@ class Engine {
  public:
   RoceSocket sock;
   Forwarder fwd;      // packets for this process, from the port owner
+  // With a host service (shm/host_service.h), it owns the port and brings
+  // our packets; `fwd` stays closed. nullptr without one, or once it died.
+  std::atomic<shm::HostService*> service{nullptr};
   uint32_t slot = 0;  // our registry slot: the QPNs of our QPs carry it
   BriefSpinMutex mu;
   BriefSpinMutex call_mu;

@@ -30,14 +30,14 @@ constexpr int kSocketBufferBytes = 4 << 20;
 void set_int(int fd, int level, int name, int value) { setsockopt(fd, level, name, &value, sizeof value); }
 
 // A UDP socket of `family` bound to `port` (0: any); -1 on failure.
-int bound_socket(int family, uint16_t port) {
+int bound_socket(int family, uint16_t port, bool shared = true) {
   int fd = kernel_socket(family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -1;
   // Every process of the user binds the RoCE port together: the kernel
   // gives each flow to one of them (by a hash of the addresses), which
   // forwards what is for another process (roce_forward.h). When one exits,
   // its flows move to another at once.
-  if (port) set_int(fd, SOL_SOCKET, SO_REUSEPORT, 1);
+  if (port && shared) set_int(fd, SOL_SOCKET, SO_REUSEPORT, 1);
   sockaddr_storage ss{};
   socklen_t len;
   if (family == AF_INET) {
@@ -212,7 +212,25 @@ std::string udp_port_holder(uint16_t port) {
 
 }  // namespace
 
-bool RoceSocket::open() {
+bool RoceSocket::open_exclusive() {
+  fd4_ = bound_socket(AF_INET, net::kRoceUdpPort, /*shared=*/false);
+  if (fd4_ < 0) return false;
+  fd6_ = bound_socket(AF_INET6, net::kRoceUdpPort, /*shared=*/false);
+  if (fd6_ < 0) fd6_ = bound_socket(AF_INET6, 0);  // no IPv6 port: IPv4 still works
+  port4_ = local_port(fd4_);
+  port6_ = local_port(fd6_);
+  owns_port_ = true;
+  return true;
+}
+
+bool RoceSocket::open(bool roce_port) {
+  if (!roce_port) {
+    fd4_ = bound_socket(AF_INET, 0);
+    fd6_ = bound_socket(AF_INET6, 0);
+    port4_ = local_port(fd4_);
+    port6_ = local_port(fd6_);
+    return fd4_ >= 0 || fd6_ >= 0;
+  }
   fd4_ = bound_socket(AF_INET, net::kRoceUdpPort);
   owns_port_ = fd4_ >= 0;
   if (fd4_ < 0) {

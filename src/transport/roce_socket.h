@@ -45,9 +45,13 @@ class RoceSocket {
   RoceSocket& operator=(const RoceSocket&) = delete;
   ~RoceSocket() { close(); }
 
-  // Opens both sockets; on the RoCE port if it is free. False (errno set)
-  // when not even an ephemeral socket could be had.
-  bool open();
+  // Opens both sockets; on the RoCE port if `roce_port` and it is free
+  // (shared with our own processes), else on an ephemeral port. False
+  // (errno set) when not even an ephemeral socket could be had.
+  bool open(bool roce_port = true);
+  // The host service's sockets (tools/hostd): the RoCE port, not shared
+  // with anyone (no SO_REUSEPORT). False (errno set) when it is taken.
+  bool open_exclusive();
   void close();
   // Binds the RoCE port if its owner is gone (transport/roce_forward.h).
   bool try_own();

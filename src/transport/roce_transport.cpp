@@ -67,6 +67,7 @@ void after_fork_in_child() {
   Engine& e = engine();
   e.sock.close();
   e.fwd.close();
+  e.service.store(nullptr);  // (the child's Host has its own, or none)
   if (e.timer_fd >= 0) close(e.timer_fd);
   e.timer_fd = -1;
   e.armed_ns = 0;
@@ -141,6 +142,7 @@ enum class Arrival {
   kWire,            // on our own UDP socket
   kForwarded,       // from the port owner, which checked its ICRC
   kForwardedWhole,  // from the port owner, in a whole GRO buffer: not checked yet
+  kFromService,     // from the host service, which routes by DestQP and checks nothing
 };
 
 // One datagram that arrived on UDP port `local_port` (at buf +
@@ -250,6 +252,17 @@ bool forward_whole(Engine& e, uint8_t* slot, size_t len, uint16_t seg, const Dat
   return e.fwd.forward(owner, info, local_port, data, len, seg);
 }
 
+// The host service closed our connection (it stopped, or was restarted):
+// our slot's lease and our packets went with it. Said once; from now on
+// the process tries to own the port itself, as without a service.
+void lose_service(Engine& e) {
+  SV_ERROR("the host service (softverbs-hostd) closed its connection: RoCEv2 packets for this process's QPs "
+           "no longer reach it; it tries to own UDP port %u itself, and its QP numbers are no longer leased "
+           "host-wide",
+           net::kRoceUdpPort);
+  e.service.store(nullptr, std::memory_order_release);
+}
+
 // Which of the receiving sockets to read: the IPv4 and IPv6 UDP sockets
 // and the forwarding socket (an empty one costs a system call).
 struct Readable {
@@ -292,6 +305,20 @@ void drain(Engine& e, ReceiveSlots& slots, int budget, Readable readable = {}) {
     if (k % 16 == 15) run_answers(e);
   }
   if (const uint64_t foreign = e.fwd.take_foreign()) e.counters.add_device(kForeignSenders, foreign);
+  shm::HostService* const service = e.service.load(std::memory_order_acquire);
+  for (int k = 0; readable.forwarded && service && k < budget; ++k) {
+    hostd::DatagramHeader h;
+    const ssize_t n = service->receive(payloads[0], kSlotBytes, &h);
+    if (n < 0) {
+      if (errno == EPIPE) lose_service(e);
+      break;
+    }
+    const DatagramInfo from{h.src, h.dst, h.src_port, h.traffic_class, h.hop_limit};
+    for_each_segment(slots.at(0), n, h.seg, [&](uint8_t* buf, size_t len) {
+      handle_datagram(e, buf, len, from, h.dst_port, Arrival::kFromService);
+    });
+    if (k % 16 == 15) run_answers(e);
+  }
   run_answers(e);
 }
 
@@ -305,10 +332,12 @@ void network_thread() {
   ReceiveSlots slots;
   uint64_t next_try_ns = 0;  // when a process without the RoCE port tries to bind it again
   for (;;) {
-    // Without the port, look for it again every second: its owner may be gone.
-    const bool owner = e.sock.owns_roce_port();
-    pollfd fds[4] = {{e.sock.fd4(), POLLIN, 0}, {e.sock.fd6(), POLLIN, 0}, {e.fwd.fd(), POLLIN, 0},
-                     {e.timer_fd, POLLIN, 0}};
+    // Without the port (or a service that has it), look for it again
+    // every second: its owner may be gone.
+    shm::HostService* const service = e.service.load(std::memory_order_acquire);
+    const bool owner = e.sock.owns_roce_port() || service;
+    pollfd fds[4] = {{e.sock.fd4(), POLLIN, 0}, {e.sock.fd6(), POLLIN, 0},
+                     {service ? service->fd() : e.fwd.fd(), POLLIN, 0}, {e.timer_fd, POLLIN, 0}};
     if (poll(fds, 4, owner ? -1 : 1000) < 0 && errno != EINTR) return;
     if (fds[3].revents & POLLIN) {
       uint64_t expirations;
@@ -322,10 +351,11 @@ void network_thread() {
       EngineLock g(e);
       e.sock.try_own();
     }
-    if ((fds[0].revents | fds[1].revents | fds[2].revents) & POLLIN) {
+    if ((fds[0].revents | fds[1].revents | fds[2].revents) & (POLLIN | POLLHUP)) {
       std::lock_guard rx(g_rx_mu);
       drain(e, slots, 256,  // bounded, so timers get their turn
-            Readable{(fds[0].revents & POLLIN) != 0, (fds[1].revents & POLLIN) != 0, (fds[2].revents & POLLIN) != 0});
+            Readable{(fds[0].revents & POLLIN) != 0, (fds[1].revents & POLLIN) != 0,
+                     (fds[2].revents & (POLLIN | POLLHUP)) != 0});
     }
     {
       EngineLock g(e);
@@ -359,9 +389,15 @@ void RoceTransport::listen() {
   (void)fork_handler;
   // The forwarding socket first: once in the port's group, packets for us
   // may arrive through any member.
-  e.slot = shm::Host::get()->slot();
-  if (!e.fwd.open(e.slot)) SV_WARN("no RoCEv2 forwarding socket: %s", strerror(errno));
-  if (!e.sock.open()) {
+  shm::Host* host = shm::Host::get();
+  e.slot = host->slot();
+  // With a host service, it owns the port and hands us our packets: we
+  // send from an ephemeral port (RoCEv2 answers go to 4791 whatever the
+  // source port) and forward nothing.
+  shm::HostService* const service = host->service();
+  e.service.store(service, std::memory_order_release);
+  if (!service && !e.fwd.open(e.slot)) SV_WARN("no RoCEv2 forwarding socket: %s", strerror(errno));
+  if (!e.sock.open(/*roce_port=*/!service)) {
     SV_WARN("no UDP socket for RoCEv2: %s", strerror(errno));
     e.fwd.close();
     return;
@@ -374,6 +410,7 @@ void RoceTransport::listen() {
     e.counters.open();
   }
   std::thread(roce::network_thread).detach();
+  if (service) service->network_up();
   roce::g_started.store(true, std::memory_order_release);
 }
 

@@ -62,11 +62,15 @@ Response ShmTransport::deliver_to_qp(const Message& m) {
   if (c && cached_target_valid(*c, m.dst_qpn)) return respond(host_.peers(), *c->owner, *c->target, m);
   const Response lost{is_reliable(m.qp_type) ? Outcome::kNoResponse : Outcome::kDropped, 0};
   const shm::Peer* owner = host_.peers().get(shm::qpn_slot(m.dst_qpn));
-  if (!owner) return lost;  // no such process, or it died
   // In another network namespace: another host, which our GID does not
   // reach (two namespaces both have 127.0.0.1; a packet to it stays home).
-  const uint64_t ours = host_.registry().proc(host_.slot()).netns_ino, theirs = owner->proc->netns_ino;
-  if (ours && theirs && ours != theirs) return lost;
+  const uint64_t ours = host_.registry().proc(host_.slot()).netns_ino;
+  const bool elsewhere = owner && ours && owner->proc->netns_ino && ours != owner->proc->netns_ino;
+  // With a host service, a slot that is none of our live processes' here
+  // is another user's (or nobody's): the network path reaches it, through
+  // the service, and neither process maps the other's memory.
+  if ((!owner || elsewhere) && host_.service() && wire_ && m.qp_type == IBV_QPT_UD) return wire_->deliver(m);
+  if (!owner || elsewhere) return lost;  // no such process, or it died
   uint32_t idx = shm::qpn_index(m.dst_qpn);
   auto* entry = owner->at<shm::QpSlotEntry>(owner->header()->qp_table + idx * sizeof(shm::QpSlotEntry));
   if (!entry || entry->qpn.load(std::memory_order_acquire) != m.dst_qpn) return lost;

@@ -174,6 +174,10 @@ add_test(NAME e2e_forward_socket_foreign_user
 set_tests_properties(e2e_forward_socket_foreign_user PROPERTIES ENVIRONMENT "${E2E_ENV}" LABELS "e2e;roce" TIMEOUT 120 SKIP_RETURN_CODE 77)
 add_test(NAME e2e_roce_port_taken COMMAND ${CMAKE_CURRENT_LIST_DIR}/roce_port_taken.sh)
 set_tests_properties(e2e_roce_port_taken PROPERTIES ENVIRONMENT "${E2E_ENV}" LABELS "e2e;roce" TIMEOUT 120 SKIP_RETURN_CODE 77)
+add_test(NAME e2e_hostd_two_users COMMAND ${CMAKE_CURRENT_LIST_DIR}/hostd_two_users.sh $<TARGET_FILE:softverbs_hostd>)
+set_tests_properties(e2e_hostd_two_users PROPERTIES ENVIRONMENT "${E2E_ENV}" LABELS "e2e;roce" TIMEOUT 180 SKIP_RETURN_CODE 77)
+add_test(NAME e2e_hostd_two_hosts COMMAND ${CMAKE_CURRENT_LIST_DIR}/hostd_two_hosts.sh $<TARGET_FILE:softverbs_hostd>)
+set_tests_properties(e2e_hostd_two_hosts PROPERTIES ENVIRONMENT "${E2E_ENV}" LABELS "e2e;roce;rdmacm" TIMEOUT 180 SKIP_RETURN_CODE 77)
 add_test(NAME e2e_cm_mailbox_squatted COMMAND ${CMAKE_CURRENT_LIST_DIR}/cm_mailbox_squatted.sh)
 set_tests_properties(e2e_cm_mailbox_squatted PROPERTIES ENVIRONMENT "${E2E_ENV}" LABELS "e2e;roce;rdmacm" TIMEOUT 120 SKIP_RETURN_CODE 77)
 
