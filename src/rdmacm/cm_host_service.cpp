@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,7 +11,7 @@
 #include <mutex>
 
 #include "ibcm/gsi_mailbox.hpp"
-#include "util/host_service_socket.h"
+#include "net/udp_sport.h"
 #include "util/host_service_socket.h"
 
 namespace softverbs::rdmacm {
@@ -92,6 +93,26 @@ int claim_mailbox(int fd, const std::string& name) {
     l.claimed[fd] = key;
     return 0;
   }
+}
+
+bool send_local_datagram(const in6_addr& src, uint16_t src_port, const in6_addr& dst, uint8_t tclass,
+                         const uint8_t* data, size_t len) {
+  Link& l = link();
+  std::lock_guard g(l.mu);
+  const int s = connection(l);
+  if (s < 0) return false;
+  hostd::DatagramHeader h;
+  h.type = hostd::kSend;
+  h.src = src;
+  h.dst = dst;
+  h.src_port = src_port;
+  h.dst_port = sv::net::kRoceUdpPort;
+  h.traffic_class = tclass;
+  iovec iov[2] = {{&h, sizeof h}, {const_cast<uint8_t*>(data), len}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
+  return sendmsg(s, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(sizeof h + len);
 }
 
 void release_mailbox(int fd) {

@@ -5,6 +5,10 @@
 // second bind of a port is. Without a service, nothing is claimed.
 #pragma once
 
+#include <netinet/in.h>
+
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace softverbs::rdmacm {
@@ -17,5 +21,11 @@ bool host_service_runs();
 int claim_mailbox(int fd, const std::string& name);
 // Lets the claim made for `fd` go (at close).
 void release_mailbox(int fd);
+// Hands the service a RoCEv2 datagram (`len` bytes, ICRC included) for
+// QP1 of this host, from `src`/`src_port` to `dst`: local processes reach
+// each other only through it (the service drops UDP from local
+// addresses). False when no service runs or it refused.
+bool send_local_datagram(const in6_addr& src, uint16_t src_port, const in6_addr& dst, uint8_t tclass,
+                         const uint8_t* data, size_t len);
 
 }  // namespace softverbs::rdmacm

@@ -123,6 +123,16 @@ MadSocket& mad_socket(bool v4) {
   return s;
 }
 
+// Whether `a` is an address of this host (a device here has it as a GID).
+bool is_local_address(const in6_addr& a) {
+  sockaddr_in6 sin6{};
+  sin6.sin6_family = AF_INET6;
+  sin6.sin6_addr = a;
+  Device* device;
+  int index;
+  return find_device(reinterpret_cast<const sockaddr*>(&sin6), &device, &index);
+}
+
 // One MAD to QP1 of `dst`, from `src` (the source address is chosen with
 // IP_PKTINFO: the ICRC covers it).
 bool send_to_qp1(const in6_addr& src, const in6_addr& dst, uint8_t tclass, const uint8_t* mad) {
@@ -144,6 +154,10 @@ bool send_to_qp1(const in6_addr& src, const in6_addr& dst, uint8_t tclass, const
   a.dst_port = net::kRoceUdpPort;
   const size_t n = net::build_datagram(a, pkt, mad, ibcm::kMadSize, buf);
   if (!n) return false;
+  // To this host: through the host service when one runs (it drops UDP
+  // from this host's own addresses, which any local user could forge).
+  if (is_local_address(dst) && send_local_datagram(src, s.port, dst, tclass, buf + net::kDatagramHeadroom, n))
+    return true;
 
   sockaddr_storage to{};
   socklen_t to_len;

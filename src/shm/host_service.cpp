@@ -43,7 +43,7 @@ bool HostService::lease(uint32_t slot, uint32_t* holder) {
   *holder = UINT32_MAX;
   hostd::Lease req;
   req.slot = slot;
-  if (send(fd_, &req, sizeof req, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof req)) return false;
+  if (::send(fd_, &req, sizeof req, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof req)) return false;
   // The answer comes before any datagram: none is sent to a process
   // without a slot.
   for (;;) {
@@ -67,10 +67,25 @@ bool HostService::lease(uint32_t slot, uint32_t* holder) {
   }
 }
 
+bool HostService::send(const hostd::DatagramHeader& h, const uint8_t* data, size_t len) {
+  if (fd_ < 0) return false;
+  hostd::DatagramHeader out = h;
+  out.type = hostd::kSend;
+  iovec iov[2] = {{&out, sizeof out}, {const_cast<uint8_t*>(data), len}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
+  for (;;) {
+    const ssize_t n = sendmsg(fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n >= 0) return true;
+    if (errno != EINTR) return false;
+  }
+}
+
 void HostService::network_up() {
   hostd::Notice n;
   n.type = hostd::kNetworkUp;
-  if (fd_ >= 0) (void)!send(fd_, &n, sizeof n, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (fd_ >= 0) (void)!::send(fd_, &n, sizeof n, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 ssize_t HostService::receive(uint8_t* buf, size_t cap, hostd::DatagramHeader* h) {

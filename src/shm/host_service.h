@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -41,6 +42,10 @@ class HostService {
   // length (its header in *h), or -1 when none waits (errno EAGAIN) or the
   // service is gone (errno EPIPE: it closed the connection).
   ssize_t receive(uint8_t* buf, size_t cap, hostd::DatagramHeader* h);
+  // Hands the service a datagram for a QP of this host (`h` says where
+  // from and to): local processes reach each other only this way. False
+  // when it could not take it now (a lost packet, to RoCE).
+  bool send(const hostd::DatagramHeader& h, const uint8_t* data, size_t len);
   // Tells the service our network thread runs: CM MADs (QP1) and
   // multicast datagrams for our user may come to us from now on.
   void network_up();

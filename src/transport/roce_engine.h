@@ -156,7 +156,17 @@ struct Answer {
 struct PacketAddrs {
   in6_addr src{}, dst{};
   uint8_t traffic_class = 0, hop_limit = 64;
+  // Nonzero: the packet came from a process of this host through the host
+  // service, which leased it this registry slot (util/host_service_socket.h
+  // kFromProcess): a connected QP takes it only from its peer's slot.
+  uint32_t sender_slot = 0;
 };
+
+// Whether a packet with these addresses may be from the process of our
+// connected peer QP `peer_qpn` (from elsewhere, the address decides).
+inline bool from_peer_slot(const PacketAddrs& from, uint32_t peer_qpn) {
+  return from.sender_slot == 0 || from.sender_slot == shm::qpn_slot(peer_qpn);
+}
 
 class Engine {
  public:
@@ -273,6 +283,10 @@ class Engine {
   };
   Outgoing out_[2];
   void send_full(Outgoing& o);  // under mu
+  // Sends a batch: to this host's own addresses through the host service
+  // when there is one (local processes reach each other only that way),
+  // the rest on our UDP socket.
+  void send_datagrams(OutDatagram* d, size_t count);
   // Under mu, with o.order_mu held: counts the packets, swaps the batches.
   void take_for_sending(Outgoing& o);
 

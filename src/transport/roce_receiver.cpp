@@ -239,7 +239,7 @@ void Engine::receive_unreliable(const RocePacket& pkt, const PacketAddrs& from, 
     return;
   }
   // UC: a message missing a packet is dropped whole, as the wire loses it.
-  if (std::memcmp(&from.src, t.dgid.raw, 16) != 0) return;
+  if (std::memcmp(&from.src, t.dgid.raw, 16) != 0 || !from_peer_slot(from, t.dest_qpn)) return;
   auto [it, fresh] = receivers.try_emplace(qpn);
   Receiver& r = it->second;
   if (info->starts_message()) {
@@ -264,7 +264,7 @@ void Engine::receive_unreliable(const RocePacket& pkt, const PacketAddrs& from, 
 
 void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, uint32_t qpn,
                               const shm::Peer& owner, shm::QpShared& t) {
-  if (std::memcmp(&from.src, t.dgid.raw, 16) != 0) {
+  if (std::memcmp(&from.src, t.dgid.raw, 16) != 0 || !from_peer_slot(from, t.dest_qpn)) {
     counters.add_device(kNoQp);  // not from its connected peer
     return;
   }

@@ -147,7 +147,7 @@ void Engine::take_for_sending(Outgoing& o) {
 void Engine::send_full(Outgoing& o) {
   std::lock_guard order(o.order_mu);
   take_for_sending(o);
-  sock.send_many(o.sending.datagrams.data(), o.sending.datagrams.size());
+  send_datagrams(o.sending.datagrams.data(), o.sending.datagrams.size());
   o.sending.clear();
 }
 
@@ -163,10 +163,34 @@ void Engine::unlock_and_send(std::unique_lock<BriefSpinMutex>& held) {
   for (int s = 0; s < 2; ++s) {
     if (!taken[s]) continue;
     Batch& b = out_[s].sending;
-    sock.send_many(b.datagrams.data(), b.datagrams.size());
+    send_datagrams(b.datagrams.data(), b.datagrams.size());
     b.clear();
     out_[s].order_mu.unlock();
   }
+}
+
+void Engine::send_datagrams(OutDatagram* d, size_t count) {
+  shm::HostService* const svc = service.load(std::memory_order_acquire);
+  if (!svc) {
+    sock.send_many(d, count);
+    return;
+  }
+  // Runs of datagrams to other hosts go together (GSO); each one to this
+  // host goes to the service.
+  size_t run = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (is_multicast(d[i].dst) || !interface_of(d[i].dst)) continue;
+    if (i > run) sock.send_many(d + run, i - run);
+    run = i + 1;
+    hostd::DatagramHeader h;
+    h.src = d[i].src;
+    h.dst = d[i].dst;
+    h.src_port = sock.source_port(d[i].dst);
+    h.dst_port = d[i].dst_port;
+    h.traffic_class = d[i].traffic_class;
+    (void)svc->send(h, d[i].data, d[i].len);  // (refused: a lost packet)
+  }
+  if (count > run) sock.send_many(d + run, count - run);
 }
 
 void Engine::reset_outgoing() {
@@ -429,7 +453,10 @@ void Engine::on_response(const RocePacket& pkt, const PacketAddrs& from) {
   // before it moves anything, as rxe's check_addr drops it (a NAK from a
   // stranger on the link, who had read the PSN in flight off the wire,
   // ended the QP: e2e_roce_stranger).
-  if (std::memcmp(&from.src, s.out.front().dst.dgid.raw, sizeof from.src) != 0) {
+  // (Through the host service, also from the peer's process: any local
+  // user can send from this host's addresses.)
+  if (std::memcmp(&from.src, s.out.front().dst.dgid.raw, sizeof from.src) != 0 ||
+      !from_peer_slot(from, s.out.front().dst_qpn)) {
     counters.add_device(kNoQp);
     return;
   }

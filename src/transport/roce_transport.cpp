@@ -149,7 +149,7 @@ enum class Arrival {
 // kDatagramHeadroom, `len` bytes). The port owner checks the ICRC and hands
 // packets for other processes' QPs on (roce_forward.h).
 void handle_datagram(Engine& e, uint8_t* buf, size_t len, const DatagramInfo& info, uint16_t local_port,
-                     Arrival arrival) {
+                     Arrival arrival, uint32_t sender_slot = 0) {
   const bool forwarded = arrival != Arrival::kWire;
   net::DatagramAddrs a;
   a.src_ip = info.src;
@@ -185,7 +185,7 @@ void handle_datagram(Engine& e, uint8_t* buf, size_t len, const DatagramInfo& in
   if (__builtin_expect(cap.enabled(), 0))
     cap.packet(info.src, info.dst, info.src_port, local_port, info.traffic_class, pkt, pkt.payload, pkt.payload_len);
   const net::OpcodeInfo* info_op = net::opcode_info(pkt.bth.opcode);
-  PacketAddrs from{info.src, info.dst, info.traffic_class, info.hop_limit};
+  PacketAddrs from{info.src, info.dst, info.traffic_class, info.hop_limit, sender_slot};
   EngineLock g(e);
   // The QP's own row counts it once the QP is found (count_received): a
   // forged DestQP must not claim one.
@@ -315,7 +315,8 @@ void drain(Engine& e, ReceiveSlots& slots, int budget, Readable readable = {}) {
     }
     const DatagramInfo from{h.src, h.dst, h.src_port, h.traffic_class, h.hop_limit};
     for_each_segment(slots.at(0), n, h.seg, [&](uint8_t* buf, size_t len) {
-      handle_datagram(e, buf, len, from, h.dst_port, Arrival::kFromService);
+      handle_datagram(e, buf, len, from, h.dst_port, Arrival::kFromService,
+                      (h.flags & hostd::kFromProcess) ? h.sender_slot : 0);
     });
     if (k % 16 == 15) run_answers(e);
   }

@@ -67,6 +67,7 @@ enum MessageType : uint8_t {
   kClaim = 5,       // CM -> service: the CM MADs for this mailbox key are for me
   kClaimReply = 6,  // service -> CM
   kRelease = 7,     // CM -> service: no longer (also when the connection closes)
+  kSend = 8,        // process -> service: a RoCEv2 datagram for a QP of this host (DatagramHeader first)
 };
 
 // A message with nothing but its type.
@@ -109,15 +110,24 @@ struct LeaseReply {
   uint32_t holder_uid = 0;  // when refused: whose it is
 };
 
-// Ahead of each forwarded datagram's bytes (from the UDP payload on, ICRC
-// included: the process checks it).
+// Flags of a datagram the service hands on: kFromProcess, it came from a
+// process of this host over its connection (kSend), and sender_slot is
+// the slot the service leased to that process: the receiver takes it from
+// its connected peer's slot only. Local processes reach each other this
+// way only: the service drops UDP datagrams from this host's own
+// addresses, which any local user could forge.
+inline constexpr uint8_t kFromProcess = 1;
+
+// Ahead of each datagram's bytes (from the UDP payload on, ICRC included:
+// the receiving process checks it), both ways.
 struct DatagramHeader {
   uint8_t type = kDatagram;
-  uint8_t flags = 0;  // none yet
+  uint8_t flags = 0;
   uint16_t seg = 0;  // 0: one datagram; else a GRO buffer's segment size (datagrams back to back)
   uint16_t src_port = 0, dst_port = 0;
   uint8_t traffic_class = 0, hop_limit = 64;
-  uint8_t reserved[6] = {};
+  uint16_t sender_slot = 0;  // kFromProcess: the sending process's leased slot
+  uint8_t reserved[4] = {};
   in6_addr src{}, dst{};  // IPv4 as ::ffff:a.b.c.d
 };
 static_assert(sizeof(DatagramHeader) == 48);

@@ -13,12 +13,18 @@
 #     forwards none of their packets;
 #  3. while it runs, nobody can bind UDP 4791 or the service's socket name;
 #  4. in a namespace without the service where nobody squats the socket
-#     name, root's processes refuse it, say so, and work without it.
-# $1: the service binary.
+#     name, root's processes refuse it, say so, and work without it;
+#  5. nobody cannot break root's connection to nobody's own server by
+#     forging packets from the server's address (which is this host's):
+#     over UDP the service drops them (any local user can send from a local
+#     address; local processes come through their connection), and through
+#     the service they carry nobody's slot, not the peer's, and root's
+#     process drops them. Before: forged NAKs ended such a connection.
+# $1: the service binary, $2: hostd_inject, $3: softverbs-stat.
 set -u
 . "$(dirname "$0")/as_nobody.sh"
 need_nobody || exit
-hostd=${1:?softverbs-hostd}
+hostd=${1:?softverbs-hostd} inject=${2:?hostd_inject} stat=${3:?softverbs-stat}
 n=svhd$$ m=svhe$$
 out=$(mktemp -d)
 chmod 777 "$out"
@@ -115,9 +121,65 @@ for u in 0 "$(id -u nobody)"; do
 done
 grep -q "leased from the host service" "$out/rc.server" || { echo "FAIL: nobody's process did not use the service"; fail=1; }
 
+# 5. Forged packets from the peer's address, over UDP and through the service.
+cp "$inject" "$out/inject" && chmod 755 "$out/inject"
+# (-e: the pair sleeps on completion events; two spinning processes and the
+# service on this machine's two cores take milliseconds a round trip.)
+attack() {  # attack udp|service: a long pair, nobody's forged NAKs at the client's PSNs
+  local how=$1 iters=3000
+  ip netns exec "$n" env "SOFTVERBS_RUNTIME_DIR=$out/rt-nobody" "${as_nobody[@]}" timeout 60 stdbuf -oL \
+    ibv_rc_pingpong -g "$gid" -p 18610 -n $iters -s 512 -e >"$out/atk.server" 2>&1 &
+  local server=$!
+  for _ in $(seq 100); do grep -q "local address" "$out/atk.server" && break; sleep 0.05; done
+  ip netns exec "$n" env "SOFTVERBS_RUNTIME_DIR=$out/rt-root" timeout 60 stdbuf -oL \
+    ibv_rc_pingpong -g "$gid" -p 18610 -n $iters -s 512 -e 10.97.0.1 >"$out/atk.client" 2>&1 &
+  local client=$!
+  for _ in $(seq 200); do grep -q "remote address" "$out/atk.client" && break; sleep 0.05; done
+  local qpn psn
+  qpn=$(sed -nE 's/.*local address:.*QPN (0x[0-9a-f]+).*/\1/p' "$out/atk.client" | head -1)
+  psn=$(sed -nE 's/.*local address:.*PSN (0x[0-9a-f]+).*/\1/p' "$out/atk.client" | head -1)
+  # Sweeps of NAKs over all the PSNs the client will send, again and again
+  # while it runs: some reach it while that PSN is in flight.
+  local sweeps=0
+  while kill -0 $client 2>/dev/null && ((sweeps < 200)); do
+    ip netns exec "$n" "${as_nobody[@]}" "$out/inject" "$how" 10.97.0.1 10.97.0.1 "$qpn" "$psn" $iters >/dev/null 2>&1
+    sweeps=$((sweeps + 1))
+  done
+  echo "($sweeps sweeps of $iters forged NAKs, $how)"
+  wait $server; local src=$?
+  wait $client; local crc=$?
+  echo "--- forged NAKs ($how): server exit $src, client exit $crc"; tail -1 "$out/atk.client"
+  ((src == 0 && crc == 0)) || { echo "FAIL: forged NAKs ($how) broke the connection"; tail -3 "$out/atk.server" "$out/atk.client"; fail=1; }
+}
+attack udp
+attack service
+# The service path reaches the victim's process (the test proves something):
+# forged SENDs to a QPN of its slot with no QP count in its no_qp counter.
+ip netns exec "$n" env "SOFTVERBS_RUNTIME_DIR=$out/rt-nobody" "${as_nobody[@]}" timeout 60 \
+  ibv_rc_pingpong -g "$gid" -p 18611 -n 1000000 -e >/dev/null 2>&1 &
+server=$!
+sleep 0.5
+# (No timeout here: its pid must be the client's, for softverbs-stat.)
+ip netns exec "$n" env "SOFTVERBS_RUNTIME_DIR=$out/rt-root" stdbuf -oL \
+  ibv_rc_pingpong -g "$gid" -p 18611 -n 1000000 -e 10.97.0.1 >"$out/ctl.client" 2>&1 &
+client=$!
+pids+=($server $client)
+for _ in $(seq 200); do grep -q "remote address" "$out/ctl.client" && break; sleep 0.05; done
+cslot=$(( $(sed -nE 's/.*local address:.*QPN (0x[0-9a-f]+).*/\1/p' "$out/ctl.client" | head -1) >> 16 ))
+no_qp() { SOFTVERBS_RUNTIME_DIR=$out/rt-root "$stat" -p "$client" 2>/dev/null | awk '{for (i = 1; i < NF; i++) if ($i == "no_qp") s += $(i + 1)} END {print s + 0}'; }
+before=$(no_qp)
+ip netns exec "$n" "${as_nobody[@]}" "$out/inject" service 10.97.0.1 10.97.0.1 $((cslot << 16 | 0xfffe)) 0 300 send >/dev/null
+sleep 0.5
+after=$(no_qp)
+kill $server $client 2>/dev/null
+echo "--- forged SENDs through the service to the client's slot: no_qp $before -> $after"
+((after - before >= 150)) || { echo "FAIL: nothing forged through the service reached the process: the test proves nothing"; fail=1; }
+
 kill -TERM $hostd_pid
 wait $hostd_pid
 grep "stopped" "$out/hostd"
+dropped=$(sed -nE 's/.*, ([0-9]+) UDP from a local address dropped.*/\1/p' "$out/hostd")
+((${dropped:-0} > 0)) || { echo "FAIL: the service dropped no UDP from a local address"; fail=1; }
 forwarded=$(sed -nE 's/.*stopped; ([0-9]+) datagrams forwarded.*/\1/p' "$out/hostd")
 ((${forwarded:-0} > 0)) || { echo "FAIL: the service forwarded nothing for the two users"; fail=1; }
 

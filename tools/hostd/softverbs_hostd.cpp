@@ -31,6 +31,7 @@
 #include "ibcm/mad_header.hpp"
 #include "net/roce_datagram.h"
 #include "net/roce_header.h"
+#include "net/roce_frame.h"
 #include "net/roce_opcode.h"
 #include "net/udp_sport.h"
 #include "shm/host_service.h"
@@ -60,6 +61,8 @@ struct Client {
 
 struct Counters {
   uint64_t forwarded = 0, no_owner = 0, owner_busy = 0, malformed = 0;
+  uint64_t local_udp = 0;       // UDP from this host's own addresses (any local user can send those)
+  uint64_t forged_source = 0;   // a process's UD datagram naming a source QP not in its slot
 };
 
 class Service {
@@ -70,7 +73,7 @@ class Service {
 
  private:
   void accept_clients();
-  void serve_client(int fd);
+  bool serve_client(int fd);  // false: nothing more to read from it now
   void drop_client(int fd);
   void receive_datagrams(int fd, uint16_t port);
   void route(const uint8_t* data, size_t len, uint16_t seg, const DatagramInfo& info);
@@ -79,12 +82,16 @@ class Service {
   void route_mad(const uint8_t* data, size_t len, const DatagramInfo& info);
   int mad_reader_for(const Client& owner) const;
   void claim(int fd, const uint8_t* bytes, size_t n, bool release);
+  void from_process(const Client& c, const uint8_t* bytes, size_t n);
+  bool local_address(const in6_addr& a);
 
   RoceSocket sock_;
   int listener_ = -1;
   std::map<int, Client> clients_;
   int by_slot_[shm::kMaxProcs];  // the client fd holding each slot's lease; -1: none
   std::map<std::string, int> claims_;  // CM mailbox key -> the connection that claimed it
+  std::vector<uint8_t> inbox_ = std::vector<uint8_t>(sizeof(hostd::DatagramHeader) + 65536);
+  uint16_t stamp_ = 0;  // while routing a process's datagram: its leased slot
   Counters n_;
 };
 
@@ -137,22 +144,26 @@ void Service::drop_client(int fd) {
 
 // A message from a process: a lease request (one slot per connection, free
 // on the whole host), or word that its network thread runs.
-void Service::serve_client(int fd) {
-  uint8_t bytes[sizeof(hostd::Claim)];
-  const ssize_t n = recv(fd, bytes, sizeof bytes, MSG_DONTWAIT);
-  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+bool Service::serve_client(int fd) {
+  uint8_t* const bytes = inbox_.data();
+  const ssize_t n = recv(fd, bytes, inbox_.size(), MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return false;
   if (n <= 0) {
     drop_client(fd);
-    return;
+    return false;
   }
   Client& c = clients_[fd];
   if (bytes[0] == hostd::kNetworkUp) {
     c.network = true;
-    return;
+    return true;
   }
   if (bytes[0] == hostd::kClaim || bytes[0] == hostd::kRelease) {
     claim(fd, bytes, static_cast<size_t>(n), bytes[0] == hostd::kRelease);
-    return;
+    return clients_.count(fd) != 0;
+  }
+  if (bytes[0] == hostd::kSend) {
+    from_process(c, bytes, static_cast<size_t>(n));
+    return true;
   }
   hostd::Lease req;
   std::memcpy(&req, bytes, std::min(sizeof req, static_cast<size_t>(n)));
@@ -171,7 +182,11 @@ void Service::serve_client(int fd) {
     by_slot_[req.slot] = fd;
     if (g_verbose) std::fprintf(stderr, "softverbs-hostd: pid %d (uid %u) leased slot %u\n", c.pid, c.uid, c.slot);
   }
-  if (send(fd, &rep, sizeof rep, MSG_DONTWAIT | MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof rep)) drop_client(fd);
+  if (send(fd, &rep, sizeof rep, MSG_DONTWAIT | MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof rep)) {
+    drop_client(fd);
+    return false;
+  }
+  return true;
 }
 
 // A CM claims a mailbox key (or lets it go). A key another connection
@@ -235,8 +250,53 @@ void Service::route_mad(const uint8_t* data, size_t len, const DatagramInfo& inf
   ++n_.no_owner;
 }
 
+// A datagram from a process of this host (kSend), for a QP of this host:
+// routed as one from the wire, stamped with the sender's slot, which the
+// receiver checks against its peer's. A UD datagram must name a source QP
+// of the sender's own slot, or QP1 (a CM MAD, which librdmacm sends over
+// its own connection, without a slot).
+void Service::from_process(const Client& c, const uint8_t* bytes, size_t n) {
+  hostd::DatagramHeader h;
+  if (n < sizeof h + net::kBthBytes + net::kIcrcBytes) {
+    ++n_.malformed;
+    return;
+  }
+  std::memcpy(&h, bytes, sizeof h);
+  const uint8_t* data = bytes + sizeof h;
+  const size_t len = n - sizeof h;
+  // (A CM, which sends its MADs from QP1, may have no slot of its own.)
+  const bool ud = (data[0] & net::kTransportMask) == net::kTransportUd;
+  const uint32_t src_qp = ud && len >= net::kBthBytes + 8 ? net::be::get24(data + net::kBthBytes + 5) : 0;
+  if (ud ? src_qp != 1 && (!c.slot || shm::qpn_slot(src_qp) != c.slot) : !c.slot) {
+    ++n_.forged_source;
+    return;
+  }
+  DatagramInfo info;
+  info.src = h.src;
+  info.dst = h.dst;
+  info.src_port = h.src_port;
+  info.traffic_class = h.traffic_class;
+  info.hop_limit = h.hop_limit;
+  stamp_ = static_cast<uint16_t>(c.slot);
+  route_one(data, len, info);
+  stamp_ = 0;
+}
+
+// An address of this host (a GID of its table, or any loopback address):
+// UDP from one can come from any local user, not only the wire.
+bool Service::local_address(const in6_addr& a) {
+  if (net::is_v4_mapped(a)) {
+    if (a.s6_addr[12] == 127) return true;
+  } else if (IN6_IS_ADDR_LOOPBACK(&a)) {
+    return true;
+  }
+  return interface_of(a) != 0;
+}
+
 bool Service::send_to(int fd, const uint8_t* data, size_t len, uint16_t seg, const DatagramInfo& info) {
   hostd::DatagramHeader h;
+  h.flags = stamp_ ? hostd::kFromProcess : 0;
+  h.sender_slot = stamp_;
   h.seg = seg;
   h.src_port = info.src_port;
   h.dst_port = net::kRoceUdpPort;
@@ -324,9 +384,15 @@ void Service::receive_datagrams(int fd, uint16_t) {
   DatagramInfo infos[kSlots];
   for (int round = 0; round < 16; ++round) {
     const int got = sock_.receive_many(fd, bufs, kCap, kSlots, lens, segs, infos);
-    for (int i = 0; i < got; ++i)
-      if (lens[i] > 0) route(bufs[i], static_cast<size_t>(lens[i]), segs[i], infos[i]);
-      else ++n_.malformed;
+    for (int i = 0; i < got; ++i) {
+      if (lens[i] <= 0) {
+        ++n_.malformed;
+      } else if (local_address(infos[i].src)) {
+        ++n_.local_udp;  // local processes come through their connection (kSend)
+      } else {
+        route(bufs[i], static_cast<size_t>(lens[i]), segs[i], infos[i]);
+      }
+    }
     if (got < kSlots) return;
   }
 }
@@ -346,8 +412,12 @@ void Service::run() {
     }
     if (fds[1].revents & POLLIN) receive_datagrams(sock_.fd4(), net::kRoceUdpPort);
     if (fds[2].revents & POLLIN) receive_datagrams(sock_.fd6(), net::kRoceUdpPort);
+    // (Each readable client's messages, up to a bound: a burst of its
+    // datagrams is routed in one wake-up.)
     for (size_t i = 3; i < fds.size(); ++i)
-      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) serve_client(fds[i].fd);
+      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR))
+        for (int k = 0; k < 64 && serve_client(fds[i].fd); ++k) {
+        }
     if (fds[0].revents & POLLIN) accept_clients();
   }
 }
@@ -386,8 +456,9 @@ int main(int argc, char** argv) {
   const Counters& n = s.counters();
   std::fprintf(stderr,
                "softverbs-hostd: stopped; %llu datagrams forwarded, %llu for no leased QP, %llu lost to a full "
-               "process queue, %llu malformed\n",
+               "process queue, %llu malformed, %llu UDP from a local address dropped, %llu with a forged source QP\n",
                static_cast<unsigned long long>(n.forwarded), static_cast<unsigned long long>(n.no_owner),
-               static_cast<unsigned long long>(n.owner_busy), static_cast<unsigned long long>(n.malformed));
+               static_cast<unsigned long long>(n.owner_busy), static_cast<unsigned long long>(n.malformed),
+               static_cast<unsigned long long>(n.local_udp), static_cast<unsigned long long>(n.forged_source));
   return 0;
 }
