@@ -15,7 +15,9 @@ trap cleanup EXIT
 . "$(dirname "$0")/two_hosts.sh"
 make_two_hosts 10.96.0 || exit
 export a b here=$(dirname "$0")
-exec unshare -m bash -c '
+# (Not exec: the namespaces are deleted by this shell's trap, outside the
+# private mount namespace; an exec'd shell left two behind every run.)
+unshare -m bash -c '
 set -u
 . "$here/two_hosts.sh"
 mount -t tmpfs -o size=2m tmpfs /dev/shm || { echo "cannot mount a private /dev/shm: skipped"; exit 77; }
@@ -45,3 +47,4 @@ grep -q "no RoCEv2 counters" /tmp/shmfull-c.$$ /tmp/shmfull-s.$$ || { echo "FAIL
 rm -f /tmp/shmfull-s.$$ /tmp/shmfull-c.$$
 exit $fail
 '
+exit $?
