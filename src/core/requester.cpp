@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/context.h"
+#include "core/ib_timers.h"
 #include "core/limits.h"
 #include "core/mr.h"
 #include "core/mw.h"
@@ -17,17 +18,6 @@
 
 namespace sv {
 namespace {
-
-constexpr uint64_t kRetryForeverPeriodNs = 100'000'000ull;  // timeout 0: keep trying, 10 times a second
-
-// IBTA table 45: RNR NAK timer field to microseconds x 100.
-constexpr uint32_t kRnrTimerCentiUs[32] = {
-    65536, 1,    2,    3,    4,    6,    8,    12,   16,   24,    32,    48,    64,    96,    128,   192,
-    256,   384,  512,  768,  1024, 1536, 2048, 3072, 4096, 6144,  8192,  12288, 16384, 24576, 32768, 49152};
-
-uint64_t rnr_delay_ns(uint8_t code) { return uint64_t{kRnrTimerCentiUs[code & 31]} * 10'000; }
-// Local ACK timeout: 4.096 us * 2^timeout.
-uint64_t ack_timeout_ns(uint8_t timeout) { return (4096ull << (timeout & 31)); }
 
 ibv_wc_opcode wc_opcode_of(ibv_wr_opcode op) {
   switch (op) {
@@ -262,7 +252,7 @@ bool act_on_response(Qp* qp, uint64_t pos, Response r) {
       }
       uint64_t now = monotonic_ns();
       if (qp->attr.timeout == 0) {  // no local ACK timeout: wait as long as it takes
-        qp->resume_at_ns = now + kRetryForeverPeriodNs;
+        qp->resume_at_ns = now + kForeverRetryNs;
         return false;
       }
       if (qp->resume_at_ns == 0) {  // first attempt: wait one timeout before retrying

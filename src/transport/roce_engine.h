@@ -20,6 +20,7 @@
 #include "core/message.h"
 #include "core/pd.h"
 #include "net/roce_header.h"
+#include "net/roce_packetiser.h"
 #include "shm/host_service.h"
 #include "transport/roce_counters.h"
 #include "transport/roce_forward.h"
@@ -52,14 +53,7 @@ struct Outbound {
   Qp* qp = nullptr;
   uint64_t pos = 0;  // its send queue position
   Destination dst;
-  ibv_qp_type type{};
-  ibv_wr_opcode opcode{};
-  uint32_t src_qpn = 0, dst_qpn = 0, xrc_srqn = 0;
-  uint32_t imm = 0;  // as the Message: network order (or the rkey to invalidate)
-  bool solicited = false;
-  uint64_t remote_addr = 0, compare_add = 0, swap = 0;
-  uint32_t rkey = 0;
-  uint64_t length = 0;
+  net::Request req;  // what its packets say (net/roce_packetiser.h)
   std::vector<uint8_t> data;  // SEND/WRITE: the payload (unless borrowed); READ: where responses land
   // SEND/WRITE of one piece of the application's memory: read from there
   // as its packets go, without a copy at post time (~15% of the sender's
@@ -67,17 +61,16 @@ struct Outbound {
   // or its memory is deregistered (copy_payload()).
   const uint8_t* borrowed = nullptr;
   std::vector<Piece> sink;    // READ/atomic: the requester's buffers
-  uint32_t mtu = 1024;
-  uint32_t first_psn = 0, npsn = 1;  // PSNs [first_psn, first_psn + npsn)
+  uint32_t npsn = 1;  // PSNs [req.first_psn, req.first_psn + npsn)
   uint32_t sent = 0;   // packets (READ, atomics: all, once the request went) sent so far, from the first
   uint32_t acked = 0;  // packets acknowledged (READ: responses received in order)
   uint32_t high = 0;   // packets sent at least once (those below it go again only as retransmissions)
 
-  bool asks_data() const;  // READ or atomic: answered with data, not a plain ACK
+  bool asks_data() const { return net::asks_data(req.opcode); }
   const uint8_t* payload() const { return borrowed ? borrowed : data.data(); }
   void copy_payload() {
     if (!borrowed) return;
-    data.assign(borrowed, borrowed + length);
+    data.assign(borrowed, borrowed + req.length);
     borrowed = nullptr;
   }
   uint32_t in_flight() const { return asks_data() ? 0 : sent - acked; }

@@ -13,10 +13,12 @@
 #include "core/lid.h"
 #include "core/limits.h"
 #include "core/responder.h"
+#include "net/roce_packetiser.h"
 #include "net/udp_sport.h"
 #include "shm/host.h"
 #include "shm/layout.h"
 #include "transport/roce_engine.h"
+#include "transport/roce_verdict.h"
 #include "util/log.h"
 
 namespace sv::roce {
@@ -37,47 +39,6 @@ bool find_target(uint32_t qpn, const shm::Peer** owner, shm::QpShared** target) 
   *owner = p;
   *target = t;
   return true;
-}
-
-ibv_qp_type qp_type_of(uint8_t opcode) {
-  switch (opcode & kTransportMask) {
-    case kTransportUc:
-      return IBV_QPT_UC;
-    case kTransportUd:
-      return IBV_QPT_UD;
-    case kTransportXrc:
-      return IBV_QPT_XRC_SEND;
-    default:
-      return IBV_QPT_RC;
-  }
-}
-
-// The work request a message's last (or only) packet says it was.
-ibv_wr_opcode wr_opcode_of(uint8_t opcode) {
-  switch (opcode & ~kTransportMask) {
-    case kSendLastImm:
-    case kSendOnlyImm:
-      return IBV_WR_SEND_WITH_IMM;
-    case kSendLastInv:
-    case kSendOnlyInv:
-      return IBV_WR_SEND_WITH_INV;
-    case kWriteFirst:
-    case kWriteMiddle:
-    case kWriteLast:
-    case kWriteOnly:
-      return IBV_WR_RDMA_WRITE;
-    case kWriteLastImm:
-    case kWriteOnlyImm:
-      return IBV_WR_RDMA_WRITE_WITH_IMM;
-    case kReadRequest:
-      return IBV_WR_RDMA_READ;
-    case kCompareSwap:
-      return IBV_WR_ATOMIC_CMP_AND_SWP;
-    case kFetchAdd:
-      return IBV_WR_ATOMIC_FETCH_AND_ADD;
-    default:
-      return IBV_WR_SEND;
-  }
 }
 
 // Where the message came from, as the receiver's GRH will say.
@@ -125,21 +86,6 @@ Message message_for(const RocePacket& first, const RocePacket& pkt, const shm::Q
   return m;
 }
 
-uint8_t nak_for(Outcome o) {
-  switch (o) {
-    case Outcome::kRemoteAccess:
-      return aeth_nak(NakCode::kRemoteAccessError);
-    case Outcome::kRemoteOperational:
-      return aeth_nak(NakCode::kRemoteOperationalError);
-    default:
-      return aeth_nak(NakCode::kInvalidRequest);
-  }
-}
-
-bool is_error(Outcome o) {
-  return o == Outcome::kRemoteAccess || o == Outcome::kRemoteInvalid || o == Outcome::kRemoteOperational;
-}
-
 PacketAddrs reply_to(const PacketAddrs& from) {
   PacketAddrs to = from;
   to.src = from.dst;
@@ -159,13 +105,7 @@ void Engine::answer(uint32_t qpn, const PacketAddrs& to, uint32_t dst_qpn, uint8
   if (aeth_type(syndrome) == AethType::kNak)
     counters.add(qpn, static_cast<NakCode>(aeth_value(syndrome)) == NakCode::kPsnSequenceError ? kSeqNaksSent
                                                                                               : kErrorNaksSent);
-  RocePacket p;
-  p.bth.opcode = kAck;  // RC ACKNOWLEDGE; XRC answers the same way
-  p.bth.dest_qp = dst_qpn;
-  p.bth.psn = psn & kMask24;
-  p.aeth.syndrome = syndrome;
-  p.aeth.msn = msn & kMask24;
-  transmit(kAnswers, qpn, to.src, to.dst, to.traffic_class, p, nullptr, 0);
+  transmit(kAnswers, qpn, to.src, to.dst, to.traffic_class, ack_packet(dst_qpn, psn, syndrome, msn), nullptr, 0);
 }
 
 // Whether an opcode is of the QP's own transport: rxe's header check drops
@@ -291,14 +231,8 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
     if (atomic) {
       for (const AtomicReplay& a : r.replays)
         if (a.valid && a.psn == psn) {
-          RocePacket p;
-          p.bth.opcode = kAtomicAck;
-          p.bth.dest_qp = peer_qpn;
-          p.bth.psn = psn;
-          p.aeth.syndrome = aeth_ack();
-          p.aeth.msn = r.msn;
-          p.atomic_ack = a.original;
-          transmit(kAnswers, qpn, to.src, to.dst, to.traffic_class, p, nullptr, 0);
+          transmit(kAnswers, qpn, to.src, to.dst, to.traffic_class, atomic_ack_packet(peer_qpn, psn, r.msn, a.original),
+                   nullptr, 0);
         }
       return;
     }
@@ -337,10 +271,10 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
     m.length = len;
     Response resp = respond(peers, owner, t, m);
     if (resp.outcome != Outcome::kAck) {
-      if (is_error(resp.outcome)) answer(qpn, to, peer_qpn, nak_for(resp.outcome), psn, r.msn);
+      if (is_error_verdict(resp.outcome)) answer(qpn, to, peer_qpn, nak_syndrome(resp.outcome), psn, r.msn);
       return;
     }
-    const uint32_t n = len == 0 ? 1 : (len + mtu - 1) / mtu;
+    const uint32_t n = packets_for(len, mtu);
     if (order == 0) {
       r.epsn = psn_add(psn, n);
       r.msn = psn_add(r.msn, 1);
@@ -361,20 +295,12 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
         // Deregistered while being read: what was sent stays sent, the
         // rest is a remote access error, as on a NIC.
         if (Response rp = respond(peers, owner, t, part); rp.outcome != Outcome::kAck) {
-          if (is_error(rp.outcome)) answer(qpn, to, peer_qpn, nak_for(rp.outcome), psn_add(psn, i), r.msn);
+          if (is_error_verdict(rp.outcome)) answer(qpn, to, peer_qpn, nak_syndrome(rp.outcome), psn_add(psn, i), r.msn);
           return;
         }
       }
-      RocePacket p;
-      p.bth.opcode = n == 1 ? kReadResponseOnly
-                     : i == 0 ? kReadResponseFirst
-                     : i + 1 == n ? kReadResponseLast
-                                  : kReadResponseMiddle;
-      p.bth.dest_qp = peer_qpn;
-      p.bth.psn = psn_add(psn, i);
-      p.aeth.syndrome = aeth_ack();
-      p.aeth.msn = r.msn;
-      transmit(kAnswers, qpn, to.src, to.dst, to.traffic_class, p, chunk.data(), size);
+      transmit(kAnswers, qpn, to.src, to.dst, to.traffic_class, read_response_packet(peer_qpn, psn, i, n, r.msn),
+               chunk.data(), size);
     }
     return;
   }
@@ -387,21 +313,15 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
     m.num_sink = 1;
     Response resp = respond(peers, owner, t, m);
     if (resp.outcome != Outcome::kAck) {
-      if (is_error(resp.outcome)) answer(qpn, to, peer_qpn, nak_for(resp.outcome), psn, r.msn);
+      if (is_error_verdict(resp.outcome)) answer(qpn, to, peer_qpn, nak_syndrome(resp.outcome), psn, r.msn);
       return;
     }
     r.epsn = psn_add(psn, 1);
     r.msn = psn_add(r.msn, 1);
     r.replays[r.next_replay] = AtomicReplay{psn, original, true};
     r.next_replay = (r.next_replay + 1) % kAtomicReplays;
-    RocePacket p;
-    p.bth.opcode = kAtomicAck;
-    p.bth.dest_qp = peer_qpn;
-    p.bth.psn = psn;
-    p.aeth.syndrome = aeth_ack();
-    p.aeth.msn = r.msn;
-    p.atomic_ack = original;
-    transmit(kAnswers, qpn, to.src, to.dst, to.traffic_class, p, nullptr, 0);
+    transmit(kAnswers, qpn, to.src, to.dst, to.traffic_class, atomic_ack_packet(peer_qpn, psn, r.msn, original), nullptr,
+             0);
     return;
   }
 
@@ -466,7 +386,7 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
     case Outcome::kRemoteAccess:
     case Outcome::kRemoteInvalid:
     case Outcome::kRemoteOperational:
-      answer(qpn, to, peer_qpn, nak_for(resp.outcome), psn, r.msn);
+      answer(qpn, to, peer_qpn, nak_syndrome(resp.outcome), psn, r.msn);
       return;
     default:  // the QP cannot take it (not ready, not connected): as if it never came
       r.epsn = r.message_psn;

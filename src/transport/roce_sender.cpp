@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "core/gid_table.h"
+#include "core/ib_timers.h"
 #include "core/qp.h"
 #include "core/transport.h"
 #include "net/roce_datagram.h"
@@ -21,6 +22,7 @@
 #include "net/udp_sport.h"
 #include "transport/roce_capture.h"
 #include "transport/roce_engine.h"
+#include "transport/roce_verdict.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -29,30 +31,12 @@ namespace {
 
 using namespace net;
 
-constexpr uint64_t kForeverRetryNs = 100'000'000;  // timeout 0: no limit, but lost packets still go again
 constexpr uint64_t kFirstRttGuessNs = 250'000;      // before any round trip was measured
 constexpr uint64_t kMinProbeNs = 200'000;
 
-uint8_t transport_base(ibv_qp_type t) {
-  switch (t) {
-    case IBV_QPT_UC:
-      return kTransportUc;
-    case IBV_QPT_UD:
-      return kTransportUd;
-    case IBV_QPT_XRC_SEND:
-      return kTransportXrc;
-    default:
-      return kTransportRc;
-  }
-}
-
 // The QP's path MTU, no larger than what the link carries (`link_mtu`; rxe
 // clamps it the same way, to its port's MTU, which follows the netdev's).
-uint32_t path_mtu_bytes(const Qp* qp, uint32_t link_mtu) {
-  ibv_mtu m = qp->attr.path_mtu;
-  uint32_t mtu = (m >= IBV_MTU_256 && m <= IBV_MTU_4096) ? 128u << m : 1024;
-  return std::min(mtu, link_mtu);
-}
+uint32_t path_mtu_bytes(const Qp* qp, uint32_t link_mtu) { return std::min(mtu_bytes(qp->attr.path_mtu), link_mtu); }
 
 // Times the round trip of the packet with PSN `psn` (one asking for an
 // ACK, sent for the first time) unless one is being timed already.
@@ -62,53 +46,29 @@ void time_round_trip(Sender& s, uint32_t psn) {
   s.rtt_sent_ns = monotonic_ns();
 }
 
-uint64_t ack_timeout_ns(uint8_t timeout) { return 4096ull << (timeout & 31); }
-
-uint32_t packets_for(uint64_t length, uint32_t mtu) {
-  return length == 0 ? 1 : static_cast<uint32_t>((length + mtu - 1) / mtu);
-}
-
-bool is_send(ibv_wr_opcode op) {
-  return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_SEND_WITH_INV;
-}
-bool is_atomic(ibv_wr_opcode op) { return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD; }
-
-// The operation of packet `i` of `n` of a SEND or WRITE.
-uint8_t data_operation(ibv_wr_opcode op, uint32_t i, uint32_t n) {
-  const bool first = i == 0, last = i + 1 == n;
-  if (is_send(op)) {
-    if (first && last)
-      return op == IBV_WR_SEND_WITH_IMM ? kSendOnlyImm : op == IBV_WR_SEND_WITH_INV ? kSendOnlyInv : kSendOnly;
-    if (first) return kSendFirst;
-    if (!last) return kSendMiddle;
-    return op == IBV_WR_SEND_WITH_IMM ? kSendLastImm : op == IBV_WR_SEND_WITH_INV ? kSendLastInv : kSendLast;
-  }
-  const bool imm = op == IBV_WR_RDMA_WRITE_WITH_IMM;
-  if (first && last) return imm ? kWriteOnlyImm : kWriteOnly;
-  if (first) return kWriteFirst;
-  if (!last) return kWriteMiddle;
-  return imm ? kWriteLastImm : kWriteLast;
+// What a work request's packets say, but for where its PSNs start and its MTU.
+Request request_of(const Message& m) {
+  Request r;
+  r.type = m.qp_type;
+  r.opcode = m.opcode;
+  r.src_qpn = m.src_qpn;
+  r.dst_qpn = m.dst_qpn;
+  r.qkey = m.qkey;
+  r.xrc_srqn = m.xrc_srqn;
+  r.imm = m.imm;
+  r.solicited = m.solicited;
+  r.remote_addr = m.remote_addr;
+  r.rkey = m.rkey;
+  r.compare_add = m.compare_add;
+  r.swap = m.swap;
+  r.length = m.length;
+  return r;
 }
 
 void gather(const Message& m, std::vector<uint8_t>* out) {
   out->clear();
   out->reserve(m.length);
   for (uint32_t i = 0; i < m.num_pieces; ++i) out->insert(out->end(), m.pieces[i].addr, m.pieces[i].addr + m.pieces[i].len);
-}
-
-RocePacket header(uint8_t opcode, uint32_t dst_qpn, uint32_t psn) {
-  RocePacket p;
-  p.bth.opcode = opcode;
-  p.bth.dest_qp = dst_qpn;
-  p.bth.psn = psn & kMask24;
-  return p;
-}
-
-// Where packet `i` of a SEND/WRITE message of `length` bytes starts, and its size.
-uint64_t packet_offset(uint32_t i, uint32_t mtu) { return uint64_t{i} * mtu; }
-size_t packet_size(uint64_t length, uint32_t i, uint32_t mtu) {
-  uint64_t off = packet_offset(i, mtu);
-  return off >= length ? 0 : static_cast<size_t>(std::min<uint64_t>(mtu, length - off));
 }
 
 }  // namespace
@@ -244,33 +204,19 @@ Response Engine::send_unreliable(const Message& m) {
     gather(m, &gathered);
     data = gathered.data();
   }
-  const uint8_t base = transport_base(m.qp_type);
-  if (m.qp_type == IBV_QPT_UD) {
-    RocePacket p = header(base | (m.opcode == IBV_WR_SEND_WITH_IMM ? kSendOnlyImm : kSendOnly), m.dst_qpn, s.next_psn);
-    s.next_psn = psn_add(s.next_psn, 1);
-    p.bth.se = m.solicited;
-    p.deth.qkey = m.qkey;
-    p.deth.src_qp = m.src_qpn;
-    p.imm = ntohl(m.imm);
-    transmit(kRequests, m.src_qpn, as_in6(m.dst->sgid), as_in6(m.dst->dgid), m.dst->traffic_class, p, data, m.length);
-    return Response{Outcome::kAck, 0};
-  }
-  // UC: the whole message at once; nothing comes back.
-  const uint32_t mtu = path_mtu_bytes(m.qp, link_mtu_to(as_in6(m.dst->dgid))), n = packets_for(m.length, mtu);
-  for (uint32_t i = 0; i < n; ++i) {
-    RocePacket p = header(base | data_operation(m.opcode, i, n), m.dst_qpn, psn_add(s.next_psn, i));
-    if (i == 0 && !is_send(m.opcode)) p.reth = Reth{m.remote_addr, m.rkey, static_cast<uint32_t>(m.length)};
-    if (i + 1 == n) {
-      p.bth.se = m.solicited;
-      p.imm = ntohl(m.imm);
-    }
-    transmit(kRequests, m.src_qpn, as_in6(m.dst->sgid), as_in6(m.dst->dgid), m.dst->traffic_class, p, data + packet_offset(i, mtu), packet_size(m.length, i, mtu));
-  }
+  // UD: one packet, if it fits (above); UC: the whole message at once.
+  // Nothing comes back.
+  Request req = request_of(m);
+  req.first_psn = s.next_psn;
+  req.mtu = m.qp_type == IBV_QPT_UD ? std::max<uint32_t>(1, static_cast<uint32_t>(m.length))
+                                    : path_mtu_bytes(m.qp, link_mtu_to(as_in6(m.dst->dgid)));
+  const uint32_t n = psns_of(req);
+  for (uint32_t i = 0; i < n; ++i)
+    transmit(kRequests, m.src_qpn, as_in6(m.dst->sgid), as_in6(m.dst->dgid), m.dst->traffic_class,
+             request_packet(req, i), data + packet_offset(i, req.mtu), packet_size(m.length, i, req.mtu));
   s.next_psn = psn_add(s.next_psn, n);
   return Response{Outcome::kAck, 0};
 }
-
-bool Outbound::asks_data() const { return opcode == IBV_WR_RDMA_READ || is_atomic(opcode); }
 
 Response Engine::start_reliable(const Message& m) {
   auto [it, fresh] = senders.try_emplace(m.src_qpn);
@@ -280,33 +226,19 @@ Response Engine::start_reliable(const Message& m) {
   o.qp = m.qp;
   o.pos = m.sq_pos;
   o.dst = *m.dst;
-  o.type = m.qp_type;
-  o.opcode = m.opcode;
-  o.src_qpn = m.src_qpn;
-  o.dst_qpn = m.dst_qpn;
-  o.xrc_srqn = m.xrc_srqn;
-  o.imm = m.imm;
-  o.solicited = m.solicited;
-  o.remote_addr = m.remote_addr;
-  o.compare_add = m.compare_add;
-  o.swap = m.swap;
-  o.rkey = m.rkey;
-  o.length = m.length;
+  o.req = request_of(m);
   o.sink.assign(m.sink, m.sink + m.num_sink);
-  o.mtu = path_mtu_bytes(m.qp, link_mtu_to(as_in6(m.dst->dgid)));
+  o.req.mtu = path_mtu_bytes(m.qp, link_mtu_to(as_in6(m.dst->dgid)));
   if (m.opcode == IBV_WR_RDMA_READ) {
     o.data.assign(m.length, 0);
-    o.npsn = packets_for(m.length, o.mtu);
-  } else if (is_atomic(m.opcode)) {
-    o.npsn = 1;
-  } else {
+  } else if (!is_atomic(m.opcode)) {
     if (m.num_pieces == 1 && m.pieces_are_app_memory)
       o.borrowed = m.pieces[0].addr;
     else
       gather(m, &o.data);
-    o.npsn = packets_for(m.length, o.mtu);
   }
-  o.first_psn = s.next_psn;
+  o.npsn = psns_of(o.req);
+  o.req.first_psn = s.next_psn;
   s.next_psn = psn_add(s.next_psn, o.npsn);
   if (s.out.size() == 1) {  // the timer starts with the first unanswered message
     s.timeout = m.qp->attr.timeout;
@@ -328,50 +260,24 @@ void Engine::restart_timer(Sender& s, bool progress) {
 }
 
 void Engine::request_read(Sender& s, Outbound& o) {
-  const uint64_t done = std::min<uint64_t>(packet_offset(o.acked, o.mtu), o.length);
-  RocePacket p = header(transport_base(o.type) | kReadRequest, o.dst_qpn, psn_add(o.first_psn, o.acked));
-  p.xrceth.srqn = o.xrc_srqn;
-  p.reth = Reth{o.remote_addr + done, o.rkey, static_cast<uint32_t>(o.length - done)};
-  p.bth.ack_req = true;
+  const RocePacket p = request_packet(o.req, o.acked);  // from its first missing response
   if (o.high == 0) time_round_trip(s, p.bth.psn);
   o.high = o.npsn;
-  transmit(kRequests, o.src_qpn, as_in6(o.dst.sgid), as_in6(o.dst.dgid), o.dst.traffic_class, p, nullptr, 0);
+  transmit(kRequests, o.req.src_qpn, as_in6(o.dst.sgid), as_in6(o.dst.dgid), o.dst.traffic_class, p, nullptr, 0);
   o.sent = o.npsn;
 }
 
 void Engine::send_packet(Sender& s, Outbound& o, uint32_t i, bool ack_req) {
   const bool fresh = i >= o.high;
   if (fresh) o.high = i + 1;
-  const uint8_t base = transport_base(o.type);
-  const in6_addr& src = as_in6(o.dst.sgid);
-  const in6_addr& dst = as_in6(o.dst.dgid);
-  if (is_atomic(o.opcode)) {
-    RocePacket p = header(base | (o.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? kCompareSwap : kFetchAdd), o.dst_qpn,
-                          o.first_psn);
-    p.xrceth.srqn = o.xrc_srqn;
-    p.atomic_eth.va = o.remote_addr;
-    p.atomic_eth.rkey = o.rkey;
-    p.atomic_eth.swap_add = o.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? o.swap : o.compare_add;
-    p.atomic_eth.compare = o.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? o.compare_add : 0;
-    p.bth.ack_req = true;
-    if (fresh) time_round_trip(s, p.bth.psn);
-    transmit(kRequests, o.src_qpn, src, dst, o.dst.traffic_class, p, nullptr, 0);
-    return;
-  }
-  const bool last = i + 1 == o.npsn;
-  RocePacket p = header(base | data_operation(o.opcode, i, o.npsn), o.dst_qpn, psn_add(o.first_psn, i));
-  p.xrceth.srqn = o.xrc_srqn;
-  if (i == 0 && !is_send(o.opcode)) p.reth = Reth{o.remote_addr, o.rkey, static_cast<uint32_t>(o.length)};
-  if (last) {
-    p.bth.se = o.solicited;
-    if (o.opcode == IBV_WR_SEND_WITH_INV)
-      p.ieth = o.imm;
-    else
-      p.imm = ntohl(o.imm);
-  }
-  p.bth.ack_req = ack_req || last || (i + 1) % kAckRequestEvery == 0;
+  RocePacket p = request_packet(o.req, i);
+  const bool data = !o.asks_data();
+  // Besides the last packet, every kAckRequestEvery-th asks for an ACK, so
+  // the window moves before the message ends.
+  if (data) p.bth.ack_req = p.bth.ack_req || ack_req || (i + 1) % kAckRequestEvery == 0;
   if (p.bth.ack_req && fresh) time_round_trip(s, p.bth.psn);
-  transmit(kRequests, o.src_qpn, src, dst, o.dst.traffic_class, p, o.payload() + packet_offset(i, o.mtu), packet_size(o.length, i, o.mtu));
+  transmit(kRequests, o.req.src_qpn, as_in6(o.dst.sgid), as_in6(o.dst.dgid), o.dst.traffic_class, p,
+           data ? o.payload() + packet_offset(i, o.req.mtu) : nullptr, data ? packet_size(o.req.length, i, o.req.mtu) : 0);
 }
 
 // Sends what the window allows, oldest message first: READ and atomic
@@ -383,7 +289,7 @@ void Engine::pump(Sender& s) {
   for (Outbound& o : s.out) {
     if (o.asks_data()) {
       if (o.sent == 0) {
-        if (o.opcode == IBV_WR_RDMA_READ)
+        if (o.req.opcode == IBV_WR_RDMA_READ)
           request_read(s, o);
         else
           send_packet(s, o, 0);
@@ -401,7 +307,7 @@ void Engine::pump(Sender& s) {
 
 // Everything from packet `index` of message `k` on goes again.
 void Engine::go_back(Sender& s, size_t k, uint32_t index) {
-  if (k < s.out.size()) counters.add(s.out[k].src_qpn, kRetransmits);
+  if (k < s.out.size()) counters.add(s.out[k].req.src_qpn, kRetransmits);
   s.rtt_sent_ns = 0;  // an answer now may be to either copy: no sample
   for (size_t j = k; j < s.out.size(); ++j) {
     Outbound& o = s.out[j];
@@ -417,7 +323,7 @@ void Engine::go_back(Sender& s, size_t k, uint32_t index) {
 
 void Engine::finish_front(Sender& s, Response r) {
   Outbound& o = s.out.front();
-  answers.push_back(Answer{o.qp, o.src_qpn, o.pos, r});
+  answers.push_back(Answer{o.qp, o.req.src_qpn, o.pos, r});
   s.out.pop_front();
   restart_timer(s, true);
 }
@@ -426,7 +332,7 @@ void Engine::finish_front(Sender& s, Response r) {
 // requester sends them again after the RNR timer, or flushes them.
 void Engine::drop_after_front(Sender& s) {
   s.out.resize(1);
-  s.next_psn = psn_add(s.out.front().first_psn, s.out.front().npsn);
+  s.next_psn = psn_add(s.out.front().req.first_psn, s.out.front().npsn);
 }
 
 // An answer about message `k` acknowledges every SEND and WRITE before it
@@ -456,7 +362,7 @@ void Engine::on_response(const RocePacket& pkt, const PacketAddrs& from) {
   // (Through the host service, also from the peer's process: any local
   // user can send from this host's addresses.)
   if (std::memcmp(&from.src, s.out.front().dst.dgid.raw, sizeof from.src) != 0 ||
-      !from_peer_slot(from, s.out.front().dst_qpn)) {
+      !from_peer_slot(from, s.out.front().req.dst_qpn)) {
     counters.add_device(kNoQp);
     return;
   }
@@ -464,7 +370,7 @@ void Engine::on_response(const RocePacket& pkt, const PacketAddrs& from) {
   size_t k = 0;
   uint32_t i = 0;
   for (; k < s.out.size(); ++k) {
-    i = (pkt.bth.psn - s.out[k].first_psn) & kMask24;  // distance on the PSN circle
+    i = (pkt.bth.psn - s.out[k].req.first_psn) & kMask24;  // distance on the PSN circle
     if (i < s.out[k].npsn) break;
   }
   // About no packet sent (a message queued behind, or the rest of one not
@@ -506,30 +412,22 @@ void Engine::on_response(const RocePacket& pkt, const PacketAddrs& from) {
         return go_back(s, 0, s.out.front().acked);  // the responder took the probe and nothing after it
       return pump(s);
     }
+    const std::optional<Response> verdict = verdict_of(syn);
+    if (!verdict) return;  // reserved syndrome
     if (!finish_before(s, k)) return;
-    Response r{Outcome::kRemoteInvalid, 0};
+    const Response r = *verdict;
     counters.add(pkt.bth.dest_qp, type == AethType::kRnrNak ? kRnrNaksReceived : kErrorNaksReceived);
-    if (type == AethType::kRnrNak) {
-      r = Response{Outcome::kRnr, aeth_value(syn)};
-    } else if (type == AethType::kNak) {
-      NakCode code = static_cast<NakCode>(aeth_value(syn));
-      r.outcome = code == NakCode::kRemoteAccessError        ? Outcome::kRemoteAccess
-                  : code == NakCode::kRemoteOperationalError ? Outcome::kRemoteOperational
-                                                             : Outcome::kRemoteInvalid;
-    } else {
-      return;  // reserved syndrome
-    }
     drop_after_front(s);
-    if (r.outcome == Outcome::kRnr) s.next_psn = s.out.front().first_psn;  // it comes again, same PSNs
+    if (r.outcome == Outcome::kRnr) s.next_psn = s.out.front().req.first_psn;  // it comes again, same PSNs
     finish_front(s, r);
     return;
   }
   if (info->is(kRead) && info->is(kResponse)) {
-    if (s.out[k].opcode != IBV_WR_RDMA_READ || i != s.out[k].acked) return;  // out of order: asked again later
+    if (s.out[k].req.opcode != IBV_WR_RDMA_READ || i != s.out[k].acked) return;  // out of order: asked again later
     if (!finish_before(s, k)) return;
     Outbound& o = s.out.front();
-    const uint64_t at = packet_offset(i, o.mtu);
-    if (pkt.payload_len > o.mtu || at + pkt.payload_len > o.length) return;
+    const uint64_t at = packet_offset(i, o.req.mtu);
+    if (pkt.payload_len > o.req.mtu || at + pkt.payload_len > o.req.length) return;
     std::memcpy(o.data.data() + at, pkt.payload, pkt.payload_len);
     ++o.acked;
     restart_timer(s, true);
@@ -543,7 +441,7 @@ void Engine::on_response(const RocePacket& pkt, const PacketAddrs& from) {
     return pump(s);
   }
   if (info->is(kAtomic) && info->is(kResponse)) {
-    if (!is_atomic(s.out[k].opcode) || !finish_before(s, k)) return;
+    if (!is_atomic(s.out[k].req.opcode) || !finish_before(s, k)) return;
     Outbound& o = s.out.front();
     const auto* bytes = reinterpret_cast<const uint8_t*>(&pkt.atomic_ack);
     uint32_t done = 0;
@@ -571,10 +469,10 @@ void Engine::probe(Sender& s) {
   s.probe_ns = 0;
   Outbound& oldest = s.out.front();
   if (oldest.sent == 0) return;
-  counters.add(oldest.src_qpn, kProbes);
+  counters.add(oldest.req.src_qpn, kProbes);
   s.rtt_sent_ns = 0;
   auto resend = [&](Outbound& o, uint32_t index) {
-    if (o.opcode == IBV_WR_RDMA_READ)
+    if (o.req.opcode == IBV_WR_RDMA_READ)
       request_read(s, o);  // from its first missing response
     else
       send_packet(s, o, o.asks_data() ? 0 : index, true);
@@ -582,7 +480,7 @@ void Engine::probe(Sender& s) {
   const uint32_t first = std::min(oldest.acked, oldest.npsn - 1);
   resend(oldest, first);
   s.probe_pending = !oldest.asks_data();
-  s.probe_psn = psn_add(oldest.first_psn, first);
+  s.probe_psn = psn_add(oldest.req.first_psn, first);
   for (size_t j = s.out.size(); j-- > 0;) {
     Outbound& o = s.out[j];
     if (o.sent == 0) continue;
@@ -599,7 +497,7 @@ void Engine::on_timers(uint64_t now) {
     if (s.timeout != 0) {
       if (s.retry_left == 0) {
         SV_INFO("QP %#x: no ACK for PSN %#x after %u retries", qpn,
-                psn_add(s.out.front().first_psn, s.out.front().acked), s.retry_cnt);
+                psn_add(s.out.front().req.first_psn, s.out.front().acked), s.retry_cnt);
         drop_after_front(s);
         finish_front(s, Response{Outcome::kRetryExceeded, 0});
         continue;
@@ -607,7 +505,7 @@ void Engine::on_timers(uint64_t now) {
       --s.retry_left;
     }
     SV_DEBUG("QP %#x: ACK timeout, resending from PSN %#x (%zu messages on the wire, %u retries left)", qpn,
-             psn_add(s.out.front().first_psn, s.out.front().acked), s.out.size(), s.retry_left);
+             psn_add(s.out.front().req.first_psn, s.out.front().acked), s.out.size(), s.retry_left);
     restart_timer(s, false);
     go_back(s, 0, s.out.front().acked);  // timeout 0: no limit, but lost packets still go again
   }

@@ -22,11 +22,11 @@ struct OneSendInFlight : ::testing::Test {
 
   void SetUp() override {
     Outbound o;
-    o.opcode = IBV_WR_SEND;
-    o.type = IBV_QPT_RC;
-    o.src_qpn = kQpn;
+    o.req.opcode = IBV_WR_SEND;
+    o.req.type = IBV_QPT_RC;
+    o.req.src_qpn = kQpn;
     std::memcpy(o.dst.dgid.raw, &peer, 16);
-    o.first_psn = kPsn;
+    o.req.first_psn = kPsn;
     o.npsn = o.sent = o.high = 1;
     s.out.push_back(o);
     s.next_psn = kPsn + 1;
@@ -67,7 +67,7 @@ TEST_F(OneSendInFlight, AnAckOutsideTheWindowTimesNothing) {
 // of it (or of anything up to it) is no answer of the peer's.
 TEST_F(OneSendInFlight, AnAckOfAPacketNotSentCompletesNothing) {
   Outbound queued = s.out.front();
-  queued.first_psn = kPsn + 1;
+  queued.req.first_psn = kPsn + 1;
   queued.sent = queued.high = 0;
   s.out.push_back(queued);
   s.next_psn = kPsn + 2;
