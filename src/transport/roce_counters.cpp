@@ -89,6 +89,12 @@ void Counters::open() {
   }
 }
 
+void Counters::open_in_memory() {
+  if (file_) return;
+  file_ = new StatsFile();  // (never freed: a test's engines are few)
+  file_->counters = kCounterCount;
+}
+
 void Counters::drop_in_child() {
   if (file_) munmap(file_, sizeof(StatsFile));  // the parent's file, which stays the parent's
   file_ = nullptr;

@@ -70,6 +70,11 @@ std::string stats_path(pid_t pid);
 class Counters {
  public:
   void open();           // creates this process's file (once the engine starts); gone at exit
+  void open_in_memory();  // counts into private memory, for a test's engines (no file)
+  // A device total, as a reader of the file sees it (0 before open).
+  uint64_t device_total(Counter c) const {
+    return file_ ? file_->device.v[c].load(std::memory_order_relaxed) : 0;
+  }
   void drop_in_child();  // a fork()ed child forgets its parent's file
   void add(uint32_t qpn, Counter c, uint64_t n = 1);
   void add_device(Counter c, uint64_t n = 1);

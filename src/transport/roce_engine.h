@@ -21,10 +21,11 @@
 #include "core/pd.h"
 #include "net/roce_header.h"
 #include "net/roce_packetiser.h"
-#include "shm/host_service.h"
+#include "shm/layout.h"
 #include "transport/roce_counters.h"
-#include "transport/roce_forward.h"
 #include "transport/roce_socket.h"
+#include "transport/roce_targets.h"
+#include "transport/roce_wire.h"
 #include "util/brief_spin_mutex.h"
 
 namespace sv {
@@ -161,24 +162,31 @@ inline bool from_peer_slot(const PacketAddrs& from, uint32_t peer_qpn) {
   return from.sender_slot == 0 || from.sender_slot == shm::qpn_slot(peer_qpn);
 }
 
+// What the engine needs of a requester QP's attributes (ibv_modify_qp),
+// handed over with each message.
+struct SendParams {
+  uint32_t sq_psn = 0;  // where its PSNs start
+  ibv_mtu path_mtu = IBV_MTU_1024;
+  uint8_t timeout = 0;    // the ACK timeout's exponent (0: no limit)
+  uint8_t retry_cnt = 7;  // retransmissions before the QP gives up
+};
+
 class Engine {
  public:
-  RoceSocket sock;
-  Forwarder fwd;      // packets for this process, from the port owner
-  // With a host service (shm/host_service.h), it owns the port and brings
-  // our packets; `fwd` stays closed. nullptr without one, or once it died.
-  std::atomic<shm::HostService*> service{nullptr};
-  uint32_t slot = 0;  // our registry slot: the QPNs of our QPs carry it
+  // Over `wire`, answering for `targets`; both outlive the engine.
+  Engine(Wire& wire, Targets& targets) : wire_(wire), targets_(targets) {}
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
   BriefSpinMutex mu;
   BriefSpinMutex call_mu;
   std::unordered_map<uint32_t, Sender> senders;      // by local QPN
   std::unordered_map<uint32_t, Receiver> receivers;  // by local QPN
   std::vector<Answer> answers;                       // filled under mu, run without it
-  // The network thread's alarm (a timerfd) for the senders' timers, armed
-  // for `armed_ns` (0: not armed). Posting arms it when it would go off too
-  // late instead of waking the thread: on a machine whose cores all run
-  // polling applications every wake-up costs the poster its core.
-  int timer_fd = -1;
+  // The alarm (Wire::wake_at) for the senders' timers, armed for
+  // `armed_ns` (0: not armed). Posting arms it when it would go off too
+  // late instead of waking the network thread: on a machine whose cores
+  // all run polling applications every wake-up costs the poster its core.
   uint64_t armed_ns = 0;
   bool rearm = false;  // a timer may now be due before armed_ns: arm_timer() at unlock
   void arm_timer();
@@ -201,9 +209,13 @@ class Engine {
   void unlock_and_send(std::unique_lock<BriefSpinMutex>& held);
   Counters counters;
 
+  // A packet for a QP of this end (the port routed the rest elsewhere),
+  // `len` bytes on the wire: to the requester or the responder; under mu.
+  void receive(const net::RocePacket& pkt, const PacketAddrs& from, size_t len);
+
   // Requester side (roce_sender.cpp); under mu.
-  Response send_unreliable(const Message& m);  // UC, UD: out at once (UD: if it fits the link)
-  Response start_reliable(const Message& m);   // RC, XRC: kPending
+  Response send_unreliable(const Message& m, const SendParams& p);  // UC, UD: out at once (UD: if it fits the link)
+  Response start_reliable(const Message& m, const SendParams& p);   // RC, XRC: kPending
   void on_response(const net::RocePacket& pkt, const PacketAddrs& from);
   void on_timers(uint64_t now_ns);
   uint64_t next_deadline() const;  // 0: none
@@ -228,12 +240,14 @@ class Engine {
   void go_back(Sender& s, size_t k, uint32_t index);
   void restart_timer(Sender& s, bool progress);
 
+  Wire& wire_;
+  Targets& targets_;
+
+  void time_round_trip(Sender& s, uint32_t psn);
   void answer(uint32_t qpn, const PacketAddrs& to, uint32_t dst_qpn, uint8_t syndrome, uint32_t psn, uint32_t msn);
-  // For QP `qpn`, found (find_target) as `owner`'s shared state `t`.
-  void receive_unreliable(const net::RocePacket& pkt, const PacketAddrs& from, uint32_t qpn, const shm::Peer& owner,
-                          shm::QpShared& t);
-  void receive_reliable(const net::RocePacket& pkt, const PacketAddrs& from, uint32_t qpn, const shm::Peer& owner,
-                        shm::QpShared& t);
+  // For the target QP `t`.
+  void receive_unreliable(const net::RocePacket& pkt, const PacketAddrs& from, const TargetQp& t);
+  void receive_reliable(const net::RocePacket& pkt, const PacketAddrs& from, const TargetQp& t);
 
   // link_ib_mtu() of `dst`, remembered for a second, so that a link whose
   // MTU changes is followed within a second. Per destination, not per QP:
@@ -276,10 +290,6 @@ class Engine {
   };
   Outgoing out_[2];
   void send_full(Outgoing& o);  // under mu
-  // Sends a batch: to this host's own addresses through the host service
-  // when there is one (local processes reach each other only that way),
-  // the rest on our UDP socket.
-  void send_datagrams(OutDatagram* d, size_t count);
   // Under mu, with o.order_mu held: counts the packets, swaps the batches.
   void take_for_sending(Outgoing& o);
 
@@ -303,8 +313,6 @@ class EngineLock {
   Engine& e_;
   std::unique_lock<BriefSpinMutex> lock_;
 };
-
-Engine& engine();
 
 // A packet to QP1 (roce_gsi.cpp): a CM MAD, posted to the mailbox of the
 // process it is for, or answered as the CM answers the unknown.

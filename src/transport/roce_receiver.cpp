@@ -12,11 +12,8 @@
 
 #include "core/lid.h"
 #include "core/limits.h"
-#include "core/responder.h"
 #include "net/roce_packetiser.h"
 #include "net/udp_sport.h"
-#include "shm/host.h"
-#include "shm/layout.h"
 #include "transport/roce_engine.h"
 #include "transport/roce_verdict.h"
 #include "util/log.h"
@@ -25,21 +22,6 @@ namespace sv::roce {
 namespace {
 
 using namespace net;
-
-// The QP `qpn` of this host, wherever its process: the registry slot in its
-// number names the process, the low bits its QP table entry.
-bool find_target(uint32_t qpn, const shm::Peer** owner, shm::QpShared** target) {
-  shm::Host* host = shm::Host::get();
-  const shm::Peer* p = host ? host->peers().get(shm::qpn_slot(qpn)) : nullptr;
-  if (!p) return false;
-  auto* entry = p->at<shm::QpSlotEntry>(p->header()->qp_table + shm::qpn_index(qpn) * sizeof(shm::QpSlotEntry));
-  if (!entry || entry->qpn.load(std::memory_order_acquire) != qpn) return false;
-  auto* t = p->at<shm::QpShared>(entry->shared_off.load(std::memory_order_acquire));
-  if (!t || t->qpn != qpn) return false;
-  *owner = p;
-  *target = t;
-  return true;
-}
 
 // Where the message came from, as the receiver's GRH will say.
 Destination source_of(const PacketAddrs& from) {
@@ -54,7 +36,7 @@ Destination source_of(const PacketAddrs& from) {
 
 // The Message the NIC model executes for `pkt` (the last packet, or the
 // only one), with `first` the packet that started it.
-Message message_for(const RocePacket& first, const RocePacket& pkt, const shm::QpShared& t, const Destination& d) {
+Message message_for(const RocePacket& first, const RocePacket& pkt, const TargetQp& t, const Destination& d) {
   Message m;
   m.qp_type = qp_type_of(pkt.bth.opcode);
   m.opcode = wr_opcode_of(pkt.bth.opcode);
@@ -93,7 +75,7 @@ PacketAddrs reply_to(const PacketAddrs& from) {
   return to;
 }
 
-uint32_t responder_mtu(const shm::QpShared& t) {
+uint32_t responder_mtu(const TargetQp& t) {
   return t.path_mtu >= 256 && t.path_mtu <= 4096 ? t.path_mtu : 1024;
 }
 
@@ -126,24 +108,34 @@ bool opcode_fits(uint8_t opcode, uint32_t qp_type) {
   }
 }
 
+void Engine::receive(const RocePacket& pkt, const PacketAddrs& from, size_t len) {
+  // The QP's own row counts it once the QP is found (count_received): a
+  // forged DestQP must not claim one.
+  counters.add_device(kPacketsReceived);
+  counters.add_device(kBytesReceived, len);
+  if (opcode_info(pkt.bth.opcode)->is(kResponse))
+    on_response(pkt, from);
+  else
+    on_request(pkt, from);
+}
+
 void Engine::on_request(const RocePacket& pkt, const PacketAddrs& from) {
   const uint32_t qpn = pkt.bth.dest_qp;
-  const shm::Peer* owner;
-  shm::QpShared* t;
-  if (!find_target(qpn, &owner, &t)) {
+  TargetQp t;
+  if (!targets_.find(qpn, &t)) {
     counters.add_device(kNoQp);
     return;
   }
   count_received(qpn, pkt);
   // The QP's transport, not the packet's, says how a packet is taken.
-  if (!opcode_fits(pkt.bth.opcode, t->type)) {
+  if (!opcode_fits(pkt.bth.opcode, t.type)) {
     counters.add(qpn, kWrongTransport);
     return;
   }
-  if (t->type == IBV_QPT_UC || t->type == IBV_QPT_UD)
-    receive_unreliable(pkt, from, qpn, *owner, *t);
+  if (t.type == IBV_QPT_UC || t.type == IBV_QPT_UD)
+    receive_unreliable(pkt, from, t);
   else
-    receive_reliable(pkt, from, qpn, *owner, *t);
+    receive_reliable(pkt, from, t);
 }
 
 void Engine::count_received(uint32_t qpn, const RocePacket& pkt) {
@@ -154,18 +146,16 @@ void Engine::count_received(uint32_t qpn, const RocePacket& pkt) {
 }
 
 void Engine::on_group_request(const RocePacket& pkt, const PacketAddrs& from, uint32_t qpn) {
-  const shm::Peer* owner;
-  shm::QpShared* t;
-  if (!find_target(qpn, &owner, &t)) {
+  TargetQp t;
+  if (!targets_.find(qpn, &t)) {
     counters.add_device(kNoQp);
     return;
   }
-  receive_unreliable(pkt, from, qpn, *owner, *t);
+  receive_unreliable(pkt, from, t);
 }
 
-void Engine::receive_unreliable(const RocePacket& pkt, const PacketAddrs& from, uint32_t qpn,
-                                const shm::Peer& owner, shm::QpShared& t) {
-  shm::PeerTable& peers = shm::Host::get()->peers();
+void Engine::receive_unreliable(const RocePacket& pkt, const PacketAddrs& from, const TargetQp& t) {
+  const uint32_t qpn = t.qpn;
   const Destination d = source_of(from);
   const OpcodeInfo* info = opcode_info(pkt.bth.opcode);
   if (qp_type_of(pkt.bth.opcode) == IBV_QPT_UD) {
@@ -175,7 +165,7 @@ void Engine::receive_unreliable(const RocePacket& pkt, const PacketAddrs& from, 
     m.pieces = &piece;
     m.num_pieces = 1;
     m.length = pkt.payload_len;
-    respond(peers, owner, t, m);
+    targets_.respond(t, m);
     return;
   }
   // UC: a message missing a packet is dropped whole, as the wire loses it.
@@ -199,16 +189,15 @@ void Engine::receive_unreliable(const RocePacket& pkt, const PacketAddrs& from, 
   m.pieces = &piece;
   m.num_pieces = 1;
   m.length = r.bytes.size();
-  respond(peers, owner, t, m);
+  targets_.respond(t, m);
 }
 
-void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, uint32_t qpn,
-                              const shm::Peer& owner, shm::QpShared& t) {
+void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, const TargetQp& t) {
+  const uint32_t qpn = t.qpn;
   if (std::memcmp(&from.src, t.dgid.raw, 16) != 0 || !from_peer_slot(from, t.dest_qpn)) {
     counters.add_device(kNoQp);  // not from its connected peer
     return;
   }
-  shm::PeerTable& peers = shm::Host::get()->peers();
   auto [it, fresh] = receivers.try_emplace(qpn);
   Receiver& r = it->second;
   if (fresh) r.epsn = t.rq_psn;
@@ -269,7 +258,7 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
     Message m = message_for(pkt, pkt, t, d);
     m.num_sink = 0;
     m.length = len;
-    Response resp = respond(peers, owner, t, m);
+    Response resp = targets_.respond(t, m);
     if (resp.outcome != Outcome::kAck) {
       if (is_error_verdict(resp.outcome)) answer(qpn, to, peer_qpn, nak_syndrome(resp.outcome), psn, r.msn);
       return;
@@ -294,7 +283,7 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
         part.length = size;
         // Deregistered while being read: what was sent stays sent, the
         // rest is a remote access error, as on a NIC.
-        if (Response rp = respond(peers, owner, t, part); rp.outcome != Outcome::kAck) {
+        if (Response rp = targets_.respond(t, part); rp.outcome != Outcome::kAck) {
           if (is_error_verdict(rp.outcome)) answer(qpn, to, peer_qpn, nak_syndrome(rp.outcome), psn_add(psn, i), r.msn);
           return;
         }
@@ -311,7 +300,7 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
     Piece sink{reinterpret_cast<uint8_t*>(&original), 8};
     m.sink = &sink;
     m.num_sink = 1;
-    Response resp = respond(peers, owner, t, m);
+    Response resp = targets_.respond(t, m);
     if (resp.outcome != Outcome::kAck) {
       if (is_error_verdict(resp.outcome)) answer(qpn, to, peer_qpn, nak_syndrome(resp.outcome), psn, r.msn);
       return;
@@ -352,7 +341,7 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
   if (write && pkt.payload_len) {
     Message m = message_for(r.first, pkt, t, d);
     m.length = r.first.reth.len;
-    resp = place_write_packet(peers, owner, t, m, r.placed, pkt.payload, static_cast<uint32_t>(pkt.payload_len));
+    resp = targets_.place_write(t, m, r.placed, pkt.payload, static_cast<uint32_t>(pkt.payload_len));
     r.placed += pkt.payload_len;
   } else if (!write) {
     r.bytes.insert(r.bytes.end(), pkt.payload, pkt.payload + pkt.payload_len);
@@ -370,7 +359,7 @@ void Engine::receive_reliable(const RocePacket& pkt, const PacketAddrs& from, ui
     m.num_pieces = r.bytes.empty() ? 0 : 1;
     m.length = write ? r.placed : r.bytes.size();
     resp = Response{Outcome::kRemoteInvalid, 0};
-    if (!write || r.first.reth.len == r.placed) resp = respond(peers, owner, t, m);
+    if (!write || r.first.reth.len == r.placed) resp = targets_.respond(t, m);
   } else {
     r.in_message = false;  // a placement failed: the message goes no further
   }

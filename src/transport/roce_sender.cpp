@@ -36,15 +36,7 @@ constexpr uint64_t kMinProbeNs = 200'000;
 
 // The QP's path MTU, no larger than what the link carries (`link_mtu`; rxe
 // clamps it the same way, to its port's MTU, which follows the netdev's).
-uint32_t path_mtu_bytes(const Qp* qp, uint32_t link_mtu) { return std::min(mtu_bytes(qp->attr.path_mtu), link_mtu); }
-
-// Times the round trip of the packet with PSN `psn` (one asking for an
-// ACK, sent for the first time) unless one is being timed already.
-void time_round_trip(Sender& s, uint32_t psn) {
-  if (s.rtt_sent_ns) return;
-  s.rtt_psn = psn;
-  s.rtt_sent_ns = monotonic_ns();
-}
+uint32_t path_mtu_bytes(const SendParams& p, uint32_t link_mtu) { return std::min(mtu_bytes(p.path_mtu), link_mtu); }
 
 // What a work request's packets say, but for where its PSNs start and its MTU.
 Request request_of(const Message& m) {
@@ -84,7 +76,7 @@ void Engine::transmit(Stream stream, uint32_t local_qpn, const in6_addr& src, co
   DatagramAddrs a;
   a.src_ip = src;
   a.dst_ip = dst;
-  a.src_port = sock.source_port(dst);
+  a.src_port = wire_.source_port(dst);
   a.dst_port = kRoceUdpPort;
   size_t n = build_datagram(a, pkt, payload, len, buf.data());
   if (!n) return;
@@ -107,7 +99,7 @@ void Engine::take_for_sending(Outgoing& o) {
 void Engine::send_full(Outgoing& o) {
   std::lock_guard order(o.order_mu);
   take_for_sending(o);
-  send_datagrams(o.sending.datagrams.data(), o.sending.datagrams.size());
+  wire_.send(o.sending.datagrams.data(), o.sending.datagrams.size());
   o.sending.clear();
 }
 
@@ -123,34 +115,18 @@ void Engine::unlock_and_send(std::unique_lock<BriefSpinMutex>& held) {
   for (int s = 0; s < 2; ++s) {
     if (!taken[s]) continue;
     Batch& b = out_[s].sending;
-    send_datagrams(b.datagrams.data(), b.datagrams.size());
+    wire_.send(b.datagrams.data(), b.datagrams.size());
     b.clear();
     out_[s].order_mu.unlock();
   }
 }
 
-void Engine::send_datagrams(OutDatagram* d, size_t count) {
-  shm::HostService* const svc = service.load(std::memory_order_acquire);
-  if (!svc) {
-    sock.send_many(d, count);
-    return;
-  }
-  // Runs of datagrams to other hosts go together (GSO); each one to this
-  // host goes to the service.
-  size_t run = 0;
-  for (size_t i = 0; i < count; ++i) {
-    if (is_multicast(d[i].dst) || !interface_of(d[i].dst)) continue;
-    if (i > run) sock.send_many(d + run, i - run);
-    run = i + 1;
-    hostd::DatagramHeader h;
-    h.src = d[i].src;
-    h.dst = d[i].dst;
-    h.src_port = sock.source_port(d[i].dst);
-    h.dst_port = d[i].dst_port;
-    h.traffic_class = d[i].traffic_class;
-    (void)svc->send(h, d[i].data, d[i].len);  // (refused: a lost packet)
-  }
-  if (count > run) sock.send_many(d + run, count - run);
+// Times the round trip of the packet with PSN `psn` (one asking for an
+// ACK, sent for the first time) unless one is being timed already.
+void Engine::time_round_trip(Sender& s, uint32_t psn) {
+  if (s.rtt_sent_ns) return;
+  s.rtt_psn = psn;
+  s.rtt_sent_ns = wire_.now_ns();
 }
 
 void Engine::reset_outgoing() {
@@ -163,21 +139,21 @@ void Engine::reset_outgoing() {
 
 uint32_t Engine::link_mtu_to(const in6_addr& dst, const in6_addr& src) {
   constexpr uint64_t kKeepNs = 1'000'000'000;
-  const uint64_t now = monotonic_ns();
+  const uint64_t now = wire_.now_ns();
   if (link_mtus_.size() > 4096) link_mtus_.clear();  // a UD QP spraying many destinations
   // (Groups by their source address: it, not the group, names the link.)
   LinkMtu& l = link_mtus_[net::is_multicast(dst) ? src : dst];
   if (!l.mtu || now - l.read_ns > kKeepNs) {
-    l.mtu = link_ib_mtu(dst, src);
+    l.mtu = wire_.link_mtu(dst, src);
     l.read_ns = now;
   }
   return l.mtu;
 }
 
-Response Engine::send_unreliable(const Message& m) {
+Response Engine::send_unreliable(const Message& m, const SendParams& p) {
   auto [it, fresh] = senders.try_emplace(m.src_qpn);
   Sender& s = it->second;
-  if (fresh) s.next_psn = m.qp->attr.sq_psn;
+  if (fresh) s.next_psn = p.sq_psn;
   // IBTA C10-93.1.1, as rxe (fake_udp_send): a UD message longer than the
   // port MTU is not sent, and that is no error either: the WQE completes
   // successfully. The port here is the link the message leaves on (the
@@ -209,7 +185,7 @@ Response Engine::send_unreliable(const Message& m) {
   Request req = request_of(m);
   req.first_psn = s.next_psn;
   req.mtu = m.qp_type == IBV_QPT_UD ? std::max<uint32_t>(1, static_cast<uint32_t>(m.length))
-                                    : path_mtu_bytes(m.qp, link_mtu_to(as_in6(m.dst->dgid)));
+                                    : path_mtu_bytes(p, link_mtu_to(as_in6(m.dst->dgid)));
   const uint32_t n = psns_of(req);
   for (uint32_t i = 0; i < n; ++i)
     transmit(kRequests, m.src_qpn, as_in6(m.dst->sgid), as_in6(m.dst->dgid), m.dst->traffic_class,
@@ -218,17 +194,17 @@ Response Engine::send_unreliable(const Message& m) {
   return Response{Outcome::kAck, 0};
 }
 
-Response Engine::start_reliable(const Message& m) {
+Response Engine::start_reliable(const Message& m, const SendParams& p) {
   auto [it, fresh] = senders.try_emplace(m.src_qpn);
   Sender& s = it->second;
-  if (fresh) s.next_psn = m.qp->attr.sq_psn;
+  if (fresh) s.next_psn = p.sq_psn;
   Outbound& o = s.out.emplace_back();
   o.qp = m.qp;
   o.pos = m.sq_pos;
   o.dst = *m.dst;
   o.req = request_of(m);
   o.sink.assign(m.sink, m.sink + m.num_sink);
-  o.req.mtu = path_mtu_bytes(m.qp, link_mtu_to(as_in6(m.dst->dgid)));
+  o.req.mtu = path_mtu_bytes(p, link_mtu_to(as_in6(m.dst->dgid)));
   if (m.opcode == IBV_WR_RDMA_READ) {
     o.data.assign(m.length, 0);
   } else if (!is_atomic(m.opcode)) {
@@ -241,8 +217,8 @@ Response Engine::start_reliable(const Message& m) {
   o.req.first_psn = s.next_psn;
   s.next_psn = psn_add(s.next_psn, o.npsn);
   if (s.out.size() == 1) {  // the timer starts with the first unanswered message
-    s.timeout = m.qp->attr.timeout;
-    s.retry_cnt = retry_budget(m.qp->attr.retry_cnt);
+    s.timeout = p.timeout;
+    s.retry_cnt = retry_budget(p.retry_cnt);
     restart_timer(s, true);
   }
   pump(s);
@@ -250,7 +226,7 @@ Response Engine::start_reliable(const Message& m) {
 }
 
 void Engine::restart_timer(Sender& s, bool progress) {
-  const uint64_t now = monotonic_ns(), period = s.timeout ? ack_timeout_ns(s.timeout) : kForeverRetryNs;
+  const uint64_t now = wire_.now_ns(), period = s.timeout ? ack_timeout_ns(s.timeout) : kForeverRetryNs;
   s.deadline_ns = now + period;
   const uint64_t rtt = s.srtt_ns ? s.srtt_ns : kFirstRttGuessNs;
   s.probe_ns = period / 2 > kMinProbeNs ? now + std::clamp<uint64_t>(4 * rtt, kMinProbeNs, period / 2) : 0;
@@ -382,7 +358,7 @@ void Engine::on_response(const RocePacket& pkt, const PacketAddrs& from) {
   // of the few microseconds since the send, and loss probes went out every
   // 200 us from then on.
   if (s.rtt_sent_ns && psn_compare(pkt.bth.psn, s.rtt_psn) >= 0) {
-    const uint64_t sample = monotonic_ns() - s.rtt_sent_ns;
+    const uint64_t sample = wire_.now_ns() - s.rtt_sent_ns;
     s.srtt_ns = s.srtt_ns ? (7 * s.srtt_ns + sample) / 8 : sample;
     s.rtt_sent_ns = 0;
   }
@@ -515,10 +491,7 @@ void Engine::arm_timer() {
   rearm = false;
   const uint64_t due = next_deadline();
   if (!due || (armed_ns && armed_ns <= due)) return;
-  itimerspec when{};
-  when.it_value.tv_sec = static_cast<time_t>(due / 1'000'000'000);
-  when.it_value.tv_nsec = static_cast<long>(due % 1'000'000'000);
-  if (timer_fd >= 0 && timerfd_settime(timer_fd, TFD_TIMER_ABSTIME, &when, nullptr) == 0) armed_ns = due;
+  if (wire_.wake_at(due)) armed_ns = due;
 }
 
 uint64_t Engine::next_deadline() const {

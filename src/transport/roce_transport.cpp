@@ -25,6 +25,8 @@
 #include "shm/layout.h"
 #include "transport/roce_capture.h"
 #include "transport/roce_engine.h"
+#include "transport/roce_host_targets.h"
+#include "transport/roce_udp_wire.h"
 #include "util/clock.h"
 #include "util/knobs.h"
 #include "util/log.h"
@@ -32,7 +34,21 @@
 
 namespace sv {
 namespace roce {
+
+// The process's RoCEv2 device: its UDP port and what reaches it (the wire),
+// the QPs it answers for, the engine between them, and the registry slot
+// its QP numbers carry (packets for other slots belong to other processes).
+struct Nic {
+  UdpWire port;
+  HostTargets targets;
+  Engine engine{port, targets};
+  uint32_t slot = 0;
+};
+
 namespace {
+
+// For the fork and exit handlers, which take no argument.
+Nic* g_nic = nullptr;
 
 std::mutex g_start_mu;
 std::atomic<bool> g_started{false};
@@ -64,12 +80,13 @@ void for_each_segment(uint8_t* slot, ssize_t len, uint16_t seg, Fn fn) {
 // A fork()ed child has no network thread and must not read its parent's
 // packets: it starts afresh when it first needs the network.
 void after_fork_in_child() {
-  Engine& e = engine();
-  e.sock.close();
-  e.fwd.close();
-  e.service.store(nullptr);  // (the child's Host has its own, or none)
-  if (e.timer_fd >= 0) close(e.timer_fd);
-  e.timer_fd = -1;
+  Nic& n = *g_nic;
+  Engine& e = n.engine;
+  n.port.sock.close();
+  n.port.fwd.close();
+  n.port.service.store(nullptr);  // (the child's Host has its own, or none)
+  if (n.port.timer_fd >= 0) close(n.port.timer_fd);
+  n.port.timer_fd = -1;
   e.armed_ns = 0;
   e.rearm = false;
   e.senders.clear();
@@ -114,8 +131,9 @@ void run_answers(Engine& e) {
 // socket: the kernel hands one copy to every RoCE socket of the namespace
 // once the host joined the group (rdma_join_multicast; IP_MULTICAST_ALL),
 // so each process gives it to its own attached QPs and no one forwards it.
-void deliver_to_members(Engine& e, const net::RocePacket& pkt, size_t len, const DatagramInfo& info,
+void deliver_to_members(Nic& n, const net::RocePacket& pkt, size_t len, const DatagramInfo& info,
                         uint16_t local_port) {
+  Engine& e = n.engine;
   ibv_gid group;
   std::memcpy(group.raw, &info.dst, sizeof group.raw);
   if ((pkt.bth.opcode & net::kTransportMask) != net::kTransportUd || !gid_is_multicast(group)) {
@@ -123,7 +141,7 @@ void deliver_to_members(Engine& e, const net::RocePacket& pkt, size_t len, const
     return;
   }
   std::vector<uint32_t> members = mcast_members(*shm::Host::get()->registry().header(), group);
-  std::erase_if(members, [&](uint32_t qpn) { return shm::qpn_slot(qpn) != e.slot; });
+  std::erase_if(members, [&](uint32_t qpn) { return shm::qpn_slot(qpn) != n.slot; });
   if (members.empty()) return;  // another process's group
   Capture& cap = Capture::get();
   if (__builtin_expect(cap.enabled(), 0))
@@ -148,8 +166,9 @@ enum class Arrival {
 // One datagram that arrived on UDP port `local_port` (at buf +
 // kDatagramHeadroom, `len` bytes). The port owner checks the ICRC and hands
 // packets for other processes' QPs on (roce_forward.h).
-void handle_datagram(Engine& e, uint8_t* buf, size_t len, const DatagramInfo& info, uint16_t local_port,
+void handle_datagram(Nic& n, uint8_t* buf, size_t len, const DatagramInfo& info, uint16_t local_port,
                      Arrival arrival, uint32_t sender_slot = 0) {
+  Engine& e = n.engine;
   const bool forwarded = arrival != Arrival::kWire;
   net::DatagramAddrs a;
   a.src_ip = info.src;
@@ -172,29 +191,21 @@ void handle_datagram(Engine& e, uint8_t* buf, size_t len, const DatagramInfo& in
     return;
   }
   if (pkt.bth.dest_qp == shm::kMulticastQpn) {  // every member process got its own copy
-    deliver_to_members(e, pkt, len, info, local_port);
+    deliver_to_members(n, pkt, len, info, local_port);
     return;
   }
   const uint32_t owner = shm::qpn_slot(pkt.bth.dest_qp);
-  if (owner != e.slot) {
-    if (forwarded || !e.fwd.forward(owner, info, local_port, buf + net::kDatagramHeadroom, len))
+  if (owner != n.slot) {
+    if (forwarded || !n.port.fwd.forward(owner, info, local_port, buf + net::kDatagramHeadroom, len))
       e.counters.add_device(kNoQp);
     return;
   }
   Capture& cap = Capture::get();
   if (__builtin_expect(cap.enabled(), 0))
     cap.packet(info.src, info.dst, info.src_port, local_port, info.traffic_class, pkt, pkt.payload, pkt.payload_len);
-  const net::OpcodeInfo* info_op = net::opcode_info(pkt.bth.opcode);
   PacketAddrs from{info.src, info.dst, info.traffic_class, info.hop_limit, sender_slot};
   EngineLock g(e);
-  // The QP's own row counts it once the QP is found (count_received): a
-  // forged DestQP must not claim one.
-  e.counters.add_device(kPacketsReceived);
-  e.counters.add_device(kBytesReceived, len);
-  if (info_op->is(net::kResponse))
-    e.on_response(pkt, from);
-  else
-    e.on_request(pkt, from);
+  e.receive(pkt, from, len);
 }
 
 // At exit: leave the port's group, then hand what was queued for other
@@ -202,20 +213,20 @@ void handle_datagram(Engine& e, uint8_t* buf, size_t len, const DatagramInfo& in
 // wire codec and sockets are used: other statics may be gone by now.
 void hand_over_at_exit() {
   if (!g_started.load(std::memory_order_acquire)) return;
-  Engine& e = engine();
+  Nic& n = *g_nic;
   std::lock_guard rx(g_rx_mu);
-  e.sock.leave_group();
+  n.port.sock.leave_group();
   static ReceiveSlots* slots = new ReceiveSlots;  // (never freed: we are exiting)
   uint8_t* payloads[kSlots];
   for (int s = 0; s < kSlots; ++s) payloads[s] = slots->at(s) + net::kDatagramHeadroom;
   ssize_t lens[kSlots];
   uint16_t segs[kSlots];
   DatagramInfo infos[kSlots];
-  const int fds[2] = {e.sock.fd4(), e.sock.fd6()};
+  const int fds[2] = {n.port.sock.fd4(), n.port.sock.fd6()};
   for (int i = 0; i < 2; ++i) {
-    const uint16_t port = i == 0 ? e.sock.source_port(net::v4_mapped(0)) : e.sock.source_port(in6_addr{});
+    const uint16_t port = i == 0 ? n.port.sock.source_port(net::v4_mapped(0)) : n.port.sock.source_port(in6_addr{});
     for (int got = kSlots; fds[i] >= 0 && got == kSlots;) {
-      got = e.sock.receive_many(fds[i], payloads, kSlotBytes, kSlots, lens, segs, infos);
+      got = n.port.sock.receive_many(fds[i], payloads, kSlotBytes, kSlots, lens, segs, infos);
       for (int s = 0; s < got; ++s)
         for_each_segment(slots->at(s), lens[s], segs[s], [&](uint8_t* buf, size_t len) {
           if (len < net::kBthBytes + net::kIcrcBytes) return;
@@ -224,19 +235,19 @@ void hand_over_at_exit() {
           uint8_t* at = buf + net::kDatagramHeadroom;
           const uint32_t qpn = net::be::get24(at + 5);  // BTH DestQP
           // (Multicast: every member process got its own copy.)
-          if (qpn != shm::kMulticastQpn && shm::qpn_slot(qpn) != e.slot)
-            e.fwd.forward(shm::qpn_slot(qpn), infos[s], port, at, len);
+          if (qpn != shm::kMulticastQpn && shm::qpn_slot(qpn) != n.slot)
+            n.port.fwd.forward(shm::qpn_slot(qpn), infos[s], port, at, len);
         });
     }
   }
-  e.fwd.remove_name();  // (a killed process's is removed by the slot's next owner)
+  n.port.fwd.remove_name();  // (a killed process's is removed by the slot's next owner)
 }
 
 // A GRO buffer (`len` bytes of `seg`-byte datagrams at slot +
 // kDatagramHeadroom) whose datagrams are all for QPs of one other process
 // goes to it in one message, ICRCs unchecked (checking one overwrites the
 // end of the one before it: the receiver checks them). True if it went.
-bool forward_whole(Engine& e, uint8_t* slot, size_t len, uint16_t seg, const DatagramInfo& info,
+bool forward_whole(Nic& n, uint8_t* slot, size_t len, uint16_t seg, const DatagramInfo& info,
                    uint16_t local_port) {
   if (!seg || len <= seg) return false;
   const uint8_t* data = slot + net::kDatagramHeadroom;
@@ -245,22 +256,22 @@ bool forward_whole(Engine& e, uint8_t* slot, size_t len, uint16_t seg, const Dat
     if (std::min<size_t>(seg, len - off) < net::kBthBytes + net::kIcrcBytes) return false;
     const uint32_t qpn = net::be::get24(data + off + 5);  // BTH DestQP
     const uint32_t o = shm::qpn_slot(qpn);
-    if (qpn == softverbs::ibcm::kGsiQpn || qpn == shm::kMulticastQpn || o == e.slot || (off && o != owner))
+    if (qpn == softverbs::ibcm::kGsiQpn || qpn == shm::kMulticastQpn || o == n.slot || (off && o != owner))
       return false;
     owner = o;
   }
-  return e.fwd.forward(owner, info, local_port, data, len, seg);
+  return n.port.fwd.forward(owner, info, local_port, data, len, seg);
 }
 
 // The host service closed our connection (it stopped, or was restarted):
 // our slot's lease and our packets went with it. Said once; from now on
 // the process tries to own the port itself, as without a service.
-void lose_service(Engine& e) {
+void lose_service(Nic& n) {
   SV_ERROR("the host service (softverbs-hostd) closed its connection: RoCEv2 packets for this process's QPs "
            "no longer reach it; it tries to own UDP port %u itself, and its QP numbers are no longer leased "
            "host-wide",
            net::kRoceUdpPort);
-  e.service.store(nullptr, std::memory_order_release);
+  n.port.service.store(nullptr, std::memory_order_release);
 }
 
 // Which of the receiving sockets to read: the IPv4 and IPv6 UDP sockets
@@ -271,8 +282,9 @@ struct Readable {
 
 // Receives and handles what waits on the sockets, at most `budget`
 // datagrams per socket. Caller holds g_rx_mu.
-void drain(Engine& e, ReceiveSlots& slots, int budget, Readable readable = {}) {
-  const int fds[2] = {e.sock.fd4(), e.sock.fd6()};
+void drain(Nic& n, ReceiveSlots& slots, int budget, Readable readable = {}) {
+  Engine& e = n.engine;
+  const int fds[2] = {n.port.sock.fd4(), n.port.sock.fd6()};
   uint8_t* payloads[kSlots];
   for (int s = 0; s < kSlots; ++s) payloads[s] = slots.at(s) + net::kDatagramHeadroom;
   ssize_t lens[kSlots];
@@ -280,14 +292,14 @@ void drain(Engine& e, ReceiveSlots& slots, int budget, Readable readable = {}) {
   DatagramInfo infos[kSlots];
   for (int i = 0; i < 2; ++i) {
     if (fds[i] < 0 || !(i == 0 ? readable.v4 : readable.v6)) continue;
-    const uint16_t local_port = i == 0 ? e.sock.source_port(net::v4_mapped(0)) : e.sock.source_port(in6_addr{});
+    const uint16_t local_port = i == 0 ? n.port.sock.source_port(net::v4_mapped(0)) : n.port.sock.source_port(in6_addr{});
     for (int left = budget; left > 0;) {
-      int got = e.sock.receive_many(fds[i], payloads, kSlotBytes, std::min(left, kSlots), lens, segs, infos);
+      int got = n.port.sock.receive_many(fds[i], payloads, kSlotBytes, std::min(left, kSlots), lens, segs, infos);
       for (int s = 0; s < got; ++s) {
-        if (lens[s] > 0 && forward_whole(e, slots.at(s), static_cast<size_t>(lens[s]), segs[s], infos[s], local_port))
+        if (lens[s] > 0 && forward_whole(n, slots.at(s), static_cast<size_t>(lens[s]), segs[s], infos[s], local_port))
           continue;
         for_each_segment(slots.at(s), lens[s], segs[s], [&](uint8_t* buf, size_t len) {
-          handle_datagram(e, buf, len, infos[s], local_port, Arrival::kWire);
+          handle_datagram(n, buf, len, infos[s], local_port, Arrival::kWire);
         });
       }
       run_answers(e);
@@ -298,24 +310,24 @@ void drain(Engine& e, ReceiveSlots& slots, int budget, Readable readable = {}) {
   DatagramInfo info;
   uint16_t port, seg;
   for (int k = 0; readable.forwarded && k < budget; ++k) {
-    ssize_t n = e.fwd.receive(payloads[0], kSlotBytes, &info, &port, &seg);
-    if (n < 0) break;
+    const ssize_t got = n.port.fwd.receive(payloads[0], kSlotBytes, &info, &port, &seg);
+    if (got < 0) break;
     const Arrival how = seg ? Arrival::kForwardedWhole : Arrival::kForwarded;
-    for_each_segment(slots.at(0), n, seg, [&](uint8_t* buf, size_t len) { handle_datagram(e, buf, len, info, port, how); });
+    for_each_segment(slots.at(0), got, seg, [&](uint8_t* buf, size_t len) { handle_datagram(n, buf, len, info, port, how); });
     if (k % 16 == 15) run_answers(e);
   }
-  if (const uint64_t foreign = e.fwd.take_foreign()) e.counters.add_device(kForeignSenders, foreign);
-  shm::HostService* const service = e.service.load(std::memory_order_acquire);
+  if (const uint64_t foreign = n.port.fwd.take_foreign()) e.counters.add_device(kForeignSenders, foreign);
+  shm::HostService* const service = n.port.service.load(std::memory_order_acquire);
   for (int k = 0; readable.forwarded && service && k < budget; ++k) {
     hostd::DatagramHeader h;
-    const ssize_t n = service->receive(payloads[0], kSlotBytes, &h);
-    if (n < 0) {
-      if (errno == EPIPE) lose_service(e);
+    const ssize_t got = service->receive(payloads[0], kSlotBytes, &h);
+    if (got < 0) {
+      if (errno == EPIPE) lose_service(n);
       break;
     }
     const DatagramInfo from{h.src, h.dst, h.src_port, h.traffic_class, h.hop_limit};
-    for_each_segment(slots.at(0), n, h.seg, [&](uint8_t* buf, size_t len) {
-      handle_datagram(e, buf, len, from, h.dst_port, Arrival::kFromService,
+    for_each_segment(slots.at(0), got, h.seg, [&](uint8_t* buf, size_t len) {
+      handle_datagram(n, buf, len, from, h.dst_port, Arrival::kFromService,
                       (h.flags & hostd::kFromProcess) ? h.sender_slot : 0);
     });
     if (k % 16 == 15) run_answers(e);
@@ -323,26 +335,27 @@ void drain(Engine& e, ReceiveSlots& slots, int budget, Readable readable = {}) {
   run_answers(e);
 }
 
-void network_thread() {
+void network_thread(Nic* nic) {
   pthread_setname_np(pthread_self(), "softverbs-net");
   // Woken by a packet, this thread must get a core now, though polling
   // applications hold them all (util/short_slice.h).
   if (const unsigned us = knobs().net_slice_us; us && !request_short_slice(uint64_t{us} * 1000))
     SV_DEBUG("network thread: the kernel kept its default scheduler slice");
-  Engine& e = engine();
+  Nic& n = *nic;
+  Engine& e = n.engine;
   ReceiveSlots slots;
   uint64_t next_try_ns = 0;  // when a process without the RoCE port tries to bind it again
   for (;;) {
     // Without the port (or a service that has it), look for it again
     // every second: its owner may be gone.
-    shm::HostService* const service = e.service.load(std::memory_order_acquire);
-    const bool owner = e.sock.owns_roce_port() || service;
-    pollfd fds[4] = {{e.sock.fd4(), POLLIN, 0}, {e.sock.fd6(), POLLIN, 0},
-                     {service ? service->fd() : e.fwd.fd(), POLLIN, 0}, {e.timer_fd, POLLIN, 0}};
+    shm::HostService* const service = n.port.service.load(std::memory_order_acquire);
+    const bool owner = n.port.sock.owns_roce_port() || service;
+    pollfd fds[4] = {{n.port.sock.fd4(), POLLIN, 0}, {n.port.sock.fd6(), POLLIN, 0},
+                     {service ? service->fd() : n.port.fwd.fd(), POLLIN, 0}, {n.port.timer_fd, POLLIN, 0}};
     if (poll(fds, 4, owner ? -1 : 1000) < 0 && errno != EINTR) return;
     if (fds[3].revents & POLLIN) {
       uint64_t expirations;
-      (void)!read(e.timer_fd, &expirations, sizeof expirations);
+      (void)!read(n.port.timer_fd, &expirations, sizeof expirations);
       std::lock_guard g(e.mu);
       e.armed_ns = 0;
     }
@@ -350,11 +363,11 @@ void network_thread() {
       next_try_ns = monotonic_ns() + 1'000'000'000;
       std::lock_guard rx(g_rx_mu);
       EngineLock g(e);
-      e.sock.try_own();
+      n.port.sock.try_own();
     }
     if ((fds[0].revents | fds[1].revents | fds[2].revents) & (POLLIN | POLLHUP)) {
       std::lock_guard rx(g_rx_mu);
-      drain(e, slots, 256,  // bounded, so timers get their turn
+      drain(n, slots, 256,  // bounded, so timers get their turn
             Readable{(fds[0].revents & POLLIN) != 0, (fds[1].revents & POLLIN) != 0,
                      (fds[2].revents & (POLLIN | POLLHUP)) != 0});
     }
@@ -369,15 +382,25 @@ void network_thread() {
 
 }  // namespace
 
-Engine& engine() {
-  static Engine* e = new Engine();  // never destroyed: the thread may outlive main()
-  return *e;
-}
-
 }  // namespace roce
 
+namespace {
+
+roce::SendParams send_params_of(const Qp& qp) {
+  roce::SendParams p;
+  p.sq_psn = qp.attr.sq_psn;
+  p.path_mtu = qp.attr.path_mtu;
+  p.timeout = qp.attr.timeout;
+  p.retry_cnt = qp.attr.retry_cnt;
+  return p;
+}
+
+}  // namespace
+
+RoceTransport::RoceTransport() : nic_(*new roce::Nic()) { roce::g_nic = &nic_; }
+
 RoceTransport* RoceTransport::get() {
-  static RoceTransport* t = new RoceTransport();
+  static RoceTransport* t = new RoceTransport();  // never destroyed: the network thread may outlive main()
   return t;
 }
 
@@ -385,54 +408,55 @@ void RoceTransport::listen() {
   if (roce::g_started.load(std::memory_order_acquire)) return;
   std::lock_guard g(roce::g_start_mu);
   if (roce::g_started.load(std::memory_order_relaxed)) return;
-  roce::Engine& e = roce::engine();
+  roce::Engine& e = nic_.engine;
   static bool fork_handler = (pthread_atfork(nullptr, nullptr, roce::after_fork_in_child), true);
   (void)fork_handler;
   // The forwarding socket first: once in the port's group, packets for us
   // may arrive through any member.
   shm::Host* host = shm::Host::get();
-  e.slot = host->slot();
+  nic_.slot = host->slot();
   // With a host service, it owns the port and hands us our packets: we
   // send from an ephemeral port (RoCEv2 answers go to 4791 whatever the
   // source port) and forward nothing.
   shm::HostService* const service = host->service();
-  e.service.store(service, std::memory_order_release);
-  if (!service && !e.fwd.open(e.slot)) SV_WARN("no RoCEv2 forwarding socket: %s", strerror(errno));
-  if (!e.sock.open(/*roce_port=*/!service)) {
+  nic_.port.service.store(service, std::memory_order_release);
+  if (!service && !nic_.port.fwd.open(nic_.slot)) SV_WARN("no RoCEv2 forwarding socket: %s", strerror(errno));
+  if (!nic_.port.sock.open(/*roce_port=*/!service)) {
     SV_WARN("no UDP socket for RoCEv2: %s", strerror(errno));
-    e.fwd.close();
+    nic_.port.fwd.close();
     return;
   }
   static bool exit_handler = (std::atexit(roce::hand_over_at_exit), true);
   (void)exit_handler;
-  e.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+  nic_.port.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
   {
     std::lock_guard g(e.mu);
     e.counters.open();
   }
-  std::thread(roce::network_thread).detach();
+  std::thread(roce::network_thread, &nic_).detach();
   if (service) service->network_up();
   roce::g_started.store(true, std::memory_order_release);
 }
 
 Response RoceTransport::deliver(const Message& m) {
   listen();
-  roce::Engine& e = roce::engine();
+  roce::Engine& e = nic_.engine;
+  const roce::SendParams p = send_params_of(*m.qp);
   if (m.qp_type == IBV_QPT_UD || m.qp_type == IBV_QPT_UC) {
     roce::EngineLock g(e);
-    return e.send_unreliable(m);
+    return e.send_unreliable(m, p);
   }
   Response r;
   {
     roce::EngineLock g(e);
-    r = e.start_reliable(m);  // arms the network thread's alarm if need be (EngineLock)
+    r = e.start_reliable(m, p);  // arms the network thread's alarm if need be (EngineLock)
   }
   return r;
 }
 
 void RoceTransport::progress() {
   if (!roce::g_started.load(std::memory_order_acquire)) return;
-  roce::Engine& e = roce::engine();
+  roce::Engine& e = nic_.engine;
   {
     std::unique_lock rx(roce::g_rx_mu, std::try_to_lock);
     if (!rx.owns_lock()) {
@@ -444,21 +468,21 @@ void RoceTransport::progress() {
       return;
     }
     thread_local roce::ReceiveSlots slots;
-    roce::drain(e, slots, 64);
+    roce::drain(nic_, slots, 64);
   }
   roce::run_answers(e);
 }
 
 void RoceTransport::drop_sends(uint32_t qpn) {
   if (!roce::g_started.load(std::memory_order_acquire)) return;
-  roce::Engine& e = roce::engine();
+  roce::Engine& e = nic_.engine;
   std::lock_guard g(e.mu);
   if (auto it = e.senders.find(qpn); it != e.senders.end()) it->second.out.clear();
 }
 
 void RoceTransport::copy_app_buffers() {
   if (!roce::g_started.load(std::memory_order_acquire)) return;
-  roce::Engine& e = roce::engine();
+  roce::Engine& e = nic_.engine;
   std::lock_guard g(e.mu);
   for (auto& [qpn, s] : e.senders)
     for (roce::Outbound& o : s.out) o.copy_payload();
@@ -466,7 +490,7 @@ void RoceTransport::copy_app_buffers() {
 
 void RoceTransport::forget_qp(uint32_t qpn, bool wait) {
   if (!roce::g_started.load(std::memory_order_acquire)) return;
-  roce::Engine& e = roce::engine();
+  roce::Engine& e = nic_.engine;
   std::unique_lock<BriefSpinMutex> c;
   if (wait) c = std::unique_lock(e.call_mu);
   std::lock_guard g(e.mu);

@@ -8,8 +8,15 @@
 
 namespace sv {
 
+namespace roce {
+struct Nic;
+}
+
 class RoceTransport final : public Transport {
  public:
+  // The process's one RoCEv2 device (it has one UDP port and one registry
+  // slot), shared by its contexts. The engine inside it is an object like
+  // any other (roce_engine.h): tests run several in one process.
   static RoceTransport* get();
   const char* name() const override { return "roce"; }
   Response deliver(const Message& m) override;
@@ -18,6 +25,10 @@ class RoceTransport final : public Transport {
   void drop_sends(uint32_t qpn) override;
   void copy_app_buffers() override;
   void progress() override;
+
+ private:
+  RoceTransport();
+  roce::Nic& nic_;
 };
 
 }  // namespace sv

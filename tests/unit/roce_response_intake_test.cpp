@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "net/roce_frame.h"
+#include "fake_roce_net.h"
 #include "transport/roce_engine.h"
 #include "util/clock.h"
 
@@ -16,7 +17,8 @@ in6_addr address(uint8_t last) { return net::v4_mapped(htonl(0x0a000000u | last)
 
 // One SEND in flight (PSN kPsn) from QP kQpn to 10.0.0.2, being timed.
 struct OneSendInFlight : ::testing::Test {
-  Engine e;
+  fake::FakeNet net;
+  Engine& e = net.add_node(1).engine;
   Sender& s = e.senders[kQpn];
   const in6_addr peer = address(2), stranger = address(3);
 
@@ -31,7 +33,7 @@ struct OneSendInFlight : ::testing::Test {
     s.out.push_back(o);
     s.next_psn = kPsn + 1;
     s.rtt_psn = kPsn;
-    s.rtt_sent_ns = monotonic_ns() - 1'000'000;
+    s.rtt_sent_ns = net.now_ns() - 1'000'000;
   }
   void answer(uint8_t syndrome, uint32_t psn, const in6_addr& from) {
     net::RocePacket p;

@@ -1,0 +1,35 @@
+// The wire of a real process (roce_wire.h): its UDP sockets, the forwarding
+// socket that brings packets the port owner received for it
+// (roce_forward.h), its connection to the host service when one runs
+// (shm/host_service.h), and the timerfd that wakes the network thread.
+#pragma once
+
+#include <atomic>
+
+#include "shm/host_service.h"
+#include "transport/roce_forward.h"
+#include "transport/roce_socket.h"
+#include "transport/roce_wire.h"
+
+namespace sv::roce {
+
+class UdpWire final : public Wire {
+ public:
+  RoceSocket sock;
+  Forwarder fwd;  // packets for this process, from the port owner
+  // With a host service, it owns the port and brings our packets; `fwd`
+  // stays closed. nullptr without one, or once it died.
+  std::atomic<shm::HostService*> service{nullptr};
+  int timer_fd = -1;  // the network thread's alarm
+
+  // To this host's own addresses through the host service when there is
+  // one (local processes reach each other only that way), the rest on our
+  // UDP socket.
+  void send(OutDatagram* d, size_t count) override;
+  uint16_t source_port(const in6_addr& dst) const override { return sock.source_port(dst); }
+  uint32_t link_mtu(const in6_addr& dst, const in6_addr& src) override { return link_ib_mtu(dst, src); }
+  uint64_t now_ns() const override;
+  bool wake_at(uint64_t due_ns) override;
+};
+
+}  // namespace sv::roce
