@@ -213,7 +213,7 @@ class Engine {
   // `len` bytes on the wire: to the requester or the responder; under mu.
   void receive(const net::RocePacket& pkt, const PacketAddrs& from, size_t len);
 
-  // Requester side (roce_sender.cpp); under mu.
+  // Requester side (roce_sender.cpp; answers: roce_completer.cpp); under mu.
   Response send_unreliable(const Message& m, const SendParams& p);  // UC, UD: out at once (UD: if it fits the link)
   Response start_reliable(const Message& m, const SendParams& p);   // RC, XRC: kPending
   void on_response(const net::RocePacket& pkt, const PacketAddrs& from);
@@ -224,12 +224,16 @@ class Engine {
   // found: its row of the counters (the device's counted it on arrival).
   void count_received(uint32_t qpn, const net::RocePacket& pkt);
 
-  // Responder side (roce_receiver.cpp); under mu.
+  // Responder side (roce_receiver.cpp; RC: roce_responder.cpp); under mu.
   void on_request(const net::RocePacket& pkt, const PacketAddrs& from);
   // A UD SEND to a multicast group (DestQP 0xFFFFFF), for member QP `qpn`.
   void on_group_request(const net::RocePacket& pkt, const PacketAddrs& from, uint32_t qpn);
 
  private:
+  // The RC roles (roce_roles.h), one packet each, on the engine's state.
+  friend class Responder;  // roce_responder.cpp
+  friend class Completer;  // roce_completer.cpp
+
   void pump(Sender& s);
   void send_packet(Sender& s, Outbound& o, uint32_t index, bool ack_req = false);
   void probe(Sender& s);

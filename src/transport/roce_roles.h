@@ -1,0 +1,47 @@
+// The states of the RC roles of the RoCEv2 engine, as Linux rxe has them:
+// the responder (roce_responder.cpp; rxe_resp.c), which takes a request
+// packet to its QP's verdict and answer, and the completer
+// (roce_completer.cpp; rxe_comp.c), which takes an answer to the requester's
+// work requests. Each role runs one function per state until kDone; with
+// SOFTVERBS_LOG=debug every transition is logged with these names.
+#pragma once
+
+#include <cstdint>
+
+namespace sv::roce {
+
+enum class ResponderState : uint8_t {
+  kCheckSource,      // from the QP's connected peer (address, host-service slot)?
+  kCheckPsn,         // the expected PSN, a past one, or one after a gap?
+  kSequenceNak,      // a gap: NAK the expected PSN, once per gap
+  kDuplicate,        // a past SEND/WRITE/atomic: answered again, not executed again
+  kCheckRead,        // a READ: a past one among the read resources? its range?
+  kReadReply,        // READ responses, a packet at a time
+  kAtomic,           // execute, keep the result for a replay, ATOMIC ACKNOWLEDGE
+  kCheckOpSequence,  // SEND/WRITE: does the packet continue the message in progress?
+  kPlace,            // a WRITE's payload into memory; a SEND's gathered
+  kComplete,         // the message's last packet: the NIC model executes it whole
+  kAcknowledge,      // ACK, RNR NAK or NAK, as the verdict says
+  kNak,              // an error NAK for the packet, with nothing executed
+  kDone,
+};
+inline constexpr int kResponderStates = static_cast<int>(ResponderState::kDone) + 1;
+
+enum class CompleterState : uint8_t {
+  kCheckSource,    // from the peer of the oldest message on the wire?
+  kCheckPsn,       // about which message and packet? (none sent: dropped)
+  kCheckAnswer,    // what kind of answer
+  kImplicitAck,    // every SEND/WRITE before its message is acknowledged (IBTA 9.7.5.1.1)
+  kSequenceNak,    // the responder expects an earlier packet: go back to it
+  kAck,            // packets acknowledged: the window moves, a message may complete
+  kVerdictNak,     // RNR NAK or error NAK: the message ends with it
+  kReadResponse,   // a READ's data, in order
+  kAtomicAck,      // an atomic's original value
+  kDone,
+};
+inline constexpr int kCompleterStates = static_cast<int>(CompleterState::kDone) + 1;
+
+const char* state_name(ResponderState s);
+const char* state_name(CompleterState s);
+
+}  // namespace sv::roce
