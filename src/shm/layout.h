@@ -23,11 +23,15 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "util/shared_layout_version.h"
+
 namespace sv::shm {
 
 inline constexpr uint64_t kRegistryMagic = 0x31676572'76667673ull;  // "svfvreg1"
 inline constexpr uint64_t kArenaMagic = 0x31616e72'76667673ull;     // "svfvrna1"
-inline constexpr uint32_t kLayoutVersion = 6;
+// The version of everything in this file (util/shared_layout_version.h,
+// which names the shared files, holds the number: bump it there).
+inline constexpr uint32_t kLayoutVersion = kSharedLayoutVersion;
 
 inline constexpr uint32_t kMaxProcs = 256;  // slot 0 unused: QPNs 0/1 stay reserved
 inline constexpr uint32_t kMaxQps = 1u << 16;

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <string>
 
-#include "shm/layout.h"
+#include "util/shared_layout_version.h"
 
 namespace sv {
 
@@ -65,7 +65,7 @@ inline std::string default_runtime_dir(unsigned uid) { return "/dev/shm/softverb
 // /dev/shm anyone who names it may join, as its mode allows. The layout
 // version is in the name: builds with different layouts never share one.
 inline std::string named_domain_registry(const std::string& domain) {
-  return "/dev/shm/softverbs-" + domain + ".v" + std::to_string(shm::kLayoutVersion);
+  return "/dev/shm/softverbs-" + domain + ".v" + std::to_string(kSharedLayoutVersion);
 }
 
 inline RuntimeDirChoice choose_runtime_dir() {
