@@ -13,18 +13,11 @@ build=${1:-build}
 rounds=${2:-3}
 export LD_LIBRARY_PATH=$(cd "$build/lib" && pwd)
 hostd=$(cd "$build/bin" && pwd)/softverbs-hostd
-a=bhA$$ b=bhB$$ va=bha$$ vb=bhb$$
 pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null; ip netns del "$a" 2>/dev/null; ip netns del "$b" 2>/dev/null; }
-trap cleanup EXIT
-ip netns add "$a" && ip netns add "$b" || exit 1
-ip link add "$va" type veth peer name "$vb"
-ip link set "$va" netns "$a"; ip link set "$vb" netns "$b"
-ip -n "$a" addr add 10.95.9.1/24 dev "$va"; ip -n "$b" addr add 10.95.9.2/24 dev "$vb"
-for ns in "$a" "$b"; do ip -n "$ns" link set lo up; done
-ip -n "$a" link set "$va" up; ip -n "$b" link set "$vb" up
-gid_of() { ip netns exec "$1" ibv_devinfo -v | sed -nE "s/^[[:space:]]*GID\[ *([0-9]+)\]:[[:space:]]+::ffff:${2//./\\.},.*/\1/p" | head -1; }
-ga=$(gid_of "$a" 10.95.9.1) gb=$(gid_of "$b" 10.95.9.2)
+source "$(dirname "$0")/netns_pair.sh"
+netns_pair_at_exit='kill "${pids[@]}" 2>/dev/null'
+netns_pair 10.95.9
+
 nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
 
 # perftest SERVER_NS CLIENT_NS SERVER_USER_PREFIX... -- ARGS: the client's result line

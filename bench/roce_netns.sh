@@ -16,17 +16,8 @@ build=${1:-build}
 rounds=${2:-3}
 mtu=${3:-1500}
 export LD_LIBRARY_PATH=$(cd "$build/lib" && pwd)
-a=bnA$$ b=bnB$$ va=bna$$ vb=bnb$$
-cleanup() { ip netns del "$a" 2>/dev/null; ip netns del "$b" 2>/dev/null; }
-trap cleanup EXIT
-ip netns add "$a" && ip netns add "$b" || exit 1
-ip link add "$va" type veth peer name "$vb"
-ip link set "$va" netns "$a"; ip link set "$vb" netns "$b"
-ip -n "$a" addr add 10.95.0.1/24 dev "$va"; ip -n "$b" addr add 10.95.0.2/24 dev "$vb"
-for ns in "$a" "$b"; do ip -n "$ns" link set lo up; done
-ip -n "$a" link set "$va" mtu "$mtu" up; ip -n "$b" link set "$vb" mtu "$mtu" up
-gid_of() { ip netns exec "$1" ibv_devinfo -v | sed -nE "s/^[[:space:]]*GID\[ *([0-9]+)\]:[[:space:]]+::ffff:${2//./\\.},.*/\1/p" | head -1; }
-ga=$(gid_of "$a" 10.95.0.1) gb=$(gid_of "$b" 10.95.0.2)
+source "$(dirname "$0")/netns_pair.sh"
+netns_pair 10.95.0 "$mtu"
 
 perftest() {  # prints the client's result line
   ip netns exec "$a" timeout 120 "$@" -x "$ga" >/dev/null 2>&1 &
