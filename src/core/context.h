@@ -68,6 +68,13 @@ struct Context : verbs_context {
   // of our user's live processes has is another user's, reached through
   // the network path (the service), never in shared memory.
   Transport* transport_for(const ibv_gid& dgid, uint32_t dst_qpn);
+  // Calls fn(Transport&) for each of the context's transports, once each:
+  // what they must hear about a QP or an MR, whichever carries its traffic.
+  template <typename Fn>
+  void for_each_transport(Fn fn) {
+    if (local_transport) fn(*local_transport);
+    if (remote_transport && remote_transport != local_transport) fn(*remote_transport);
+  }
 
   // Creates the context: joins the host, claims a ContextShared slot and
   // opens the async doorbell. nullptr (errno set) on failure.

@@ -254,9 +254,8 @@ bool maybe_ready(const Cq* cq) {
 // Nothing waiting: with network traffic about, receive what has arrived
 // (core/transport.h g_network_in_use) and look again.
 bool ready_after_progress(Cq* cq) {
-  if (__builtin_expect(!g_network_in_use.load(std::memory_order_relaxed), 1) || !cq->ctx->remote_transport)
-    return false;
-  cq->ctx->remote_transport->progress();
+  if (__builtin_expect(!g_network_in_use.load(std::memory_order_relaxed), 1)) return false;
+  cq->ctx->for_each_transport([](Transport& t) { t.progress(); });
   return maybe_ready(cq);
 }
 

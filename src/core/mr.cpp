@@ -184,11 +184,11 @@ Mr* reg_mr(Pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
   return mr;
 }
 
-// Messages on the network may still be reading the MR's memory in place
-// (transport/roce_engine.h Outbound::borrowed): they take a copy before it
-// goes, as a device's DMA would have read the pinned pages.
+// Messages a transport answers later may still be reading the MR's memory
+// in place (Transport::answers_later): they take a copy before it goes, as
+// a device's DMA would have read the pinned pages.
 static void release_for_network(const Mr& mr) {
-  if (Transport* t = mr.pd_obj->ctx->remote_transport) t->copy_app_buffers();
+  mr.pd_obj->ctx->for_each_transport([](Transport& t) { t.copy_app_buffers(); });
 }
 
 int rereg_mr(Mr* mr, int flags, Pd* pd, void* addr, size_t length, unsigned access) {

@@ -251,7 +251,7 @@ void reset_queues(Qp* qp) {
   qp->sq_exec = qp->sq_tail;
   qp->sq_head.store(qp->sq_tail, std::memory_order_release);
   qp->resume_at_ns = 0;
-  if (qp->ctx->remote_transport) qp->ctx->remote_transport->forget_qp(qp->qp_base.qp_num, false);
+  qp->ctx->for_each_transport([qp](Transport& t) { t.forget_qp(qp->qp_base.qp_num, false); });
   if (!qp->srq_obj && qp->rq.shared()) qp->rq.discard_all();
   qp->shared->remote_error.store(0, std::memory_order_release);
   qp->shared->established.store(0, std::memory_order_release);
@@ -261,12 +261,14 @@ void reset_queues(Qp* qp) {
   qp->attr.cap = qp->cap;
 }
 
-// A QP that may hear from another host: the network transport must be
-// listening before the first packet comes. UD QPs hear from anyone.
+// A QP's transports must be listening before its first packet comes: its
+// peer's route, or for UD (which hears from anyone) every one.
 void listen_if_remote(Qp* qp) {
-  Transport* net = qp->ctx->remote_transport;
-  if (!net || qp->type == IBV_QPT_RAW_PACKET) return;
-  if (qp->type == IBV_QPT_UD || (qp->peer.route == net)) net->listen();
+  if (qp->type == IBV_QPT_RAW_PACKET) return;
+  if (qp->type == IBV_QPT_UD)
+    qp->ctx->for_each_transport([](Transport& t) { t.listen(); });
+  else if (qp->peer.route)
+    qp->peer.route->listen();
 }
 
 // Errors that a peer's responder flagged on this QP take effect here.
@@ -501,7 +503,7 @@ int destroy_qp(Qp* qp) {
   arena.qp_table()[qp->index].qpn.store(0, std::memory_order_release);
   qp->shared->state.store(IBV_QPS_RESET, std::memory_order_release);
   cancel_resume(qp);
-  if (ctx->remote_transport) ctx->remote_transport->forget_qp(qp->qp_base.qp_num, true);
+  ctx->for_each_transport([qp](Transport& t) { t.forget_qp(qp->qp_base.qp_num, true); });
   {
     std::lock_guard g(ctx->objects_mu);
     ctx->qps.erase(qp->qp_base.qp_num);

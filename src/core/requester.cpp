@@ -331,7 +331,7 @@ bool execute_next(Qp* qp) {
   if ((w.length > limits::kMtuBytes || w.opcode >= IBV_WR_RDMA_READ) && !passes_rare_checks(qp, pos, w))
     return true;
   Message m = message_for(qp, pos, w);
-  const bool late_reader = m.dst->route && m.dst->route == qp->ctx->remote_transport;
+  const bool late_reader = m.dst->route && m.dst->route->answers_later();
   Piece pieces[limits::kMaxSge];
   uint32_t n = 0;
   bool odp = false;
@@ -380,7 +380,7 @@ bool pipeline_next(Qp* qp) {
   uint32_t n = 0;
   bool odp = false;
   Message m = message_for(qp, pos, w);
-  if (!m.dst->route || m.dst->route != qp->ctx->remote_transport) return false;
+  if (!m.dst->route || !m.dst->route->answers_later()) return false;
   if (!gather(qp, pos, pieces, &n, &odp, /*pinned=*/true) || odp) return false;
   m.pieces = pieces;
   m.num_pieces = n;
@@ -444,7 +444,7 @@ void resume_send_queue(Qp* qp) {
 void flush_send_queue_locked(Qp* qp) {
   // What is still on the wire is not sent again: once flushed, its buffers
   // are the application's again (and a QP in error sends nothing).
-  if (qp->on_network() && qp->ctx->remote_transport) qp->ctx->remote_transport->drop_sends(qp->qp_base.qp_num);
+  if (qp->on_network()) qp->ctx->for_each_transport([qp](Transport& t) { t.drop_sends(qp->qp_base.qp_num); });
   while (qp->sq_exec != qp->sq_tail) {
     uint64_t pos = qp->sq_exec;
     complete(qp, pos, IBV_WC_WR_FLUSH_ERR);

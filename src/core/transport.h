@@ -25,6 +25,10 @@ class Transport {
   // the responder's answer; an asynchronous one will report it through the
   // requester's completion path instead (docs/ARCHITECTURE.md).
   virtual Response deliver(const Message& m) = 0;
+  // Whether this transport answers RC messages later (deliver() returns
+  // kPending and answer_from_network() follows), reading the payload as its
+  // packets go: the requester then hands it pinned memory and pipelines.
+  virtual bool answers_later() const { return false; }
 
   // A QP may now receive from this transport (it reached RTR).
   virtual void listen() {}

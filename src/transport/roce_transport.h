@@ -20,6 +20,7 @@ class RoceTransport final : public Transport {
   static RoceTransport* get();
   const char* name() const override { return "roce"; }
   Response deliver(const Message& m) override;
+  bool answers_later() const override { return true; }
   void listen() override;
   void forget_qp(uint32_t qpn, bool wait) override;
   void drop_sends(uint32_t qpn) override;
