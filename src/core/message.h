@@ -13,7 +13,6 @@
 namespace sv {
 
 struct Connection;
-struct Qp;
 
 // A contiguous piece of the requester's memory (already lkey-checked).
 struct Piece {
@@ -48,8 +47,7 @@ struct Message {
   const Piece* sink;        // READ/atomic results land here
   uint32_t num_sink;
   Connection* conn;         // connected QPs: what the requester remembers of the responder; else null
-  Qp* qp;                   // the requesting QP (null when a responder rebuilt the message from packets)
-  uint64_t sq_pos;          // the work request's send queue position
+  uint64_t token;           // names the work request in a later answer (SendAnswers); opaque to transports
 };
 
 // The transports with acknowledgements: RC, and the sending side of XRC.

@@ -271,6 +271,18 @@ void listen_if_remote(Qp* qp) {
     qp->peer.route->listen();
 }
 
+// The QP's transports learn its send parameters before it sends (and again
+// when they change): its peer's route, or for UD every one.
+void ready_to_send(Qp* qp) {
+  if (qp->type == IBV_QPT_RAW_PACKET) return;
+  const SendParams p{qp->attr.sq_psn, qp->attr.path_mtu, qp->attr.timeout, qp->attr.retry_cnt};
+  const uint32_t qpn = qp->qp_base.qp_num;
+  if (qp->type == IBV_QPT_UD)
+    qp->ctx->for_each_transport([&](Transport& t) { t.ready_to_send(qpn, p, qp->send_answers); });
+  else if (qp->peer.route)
+    qp->peer.route->ready_to_send(qpn, p, qp->send_answers);
+}
+
 // Errors that a peer's responder flagged on this QP take effect here.
 void absorb_remote_error_locked(Qp* qp) {
   if (qp->shared->remote_error.load(std::memory_order_acquire) && qp->state() != IBV_QPS_ERR &&
@@ -466,7 +478,10 @@ int modify_qp(Qp* qp, ibv_qp_attr* attr, int mask) {
     // The send queue is drained at once: WQEs execute synchronously.
     raise_async_local(qp->ctx, IBV_EVENT_SQ_DRAINED, shm::kAsyncQp, qp->qp_base.qp_num);
   }
-  if (next == IBV_QPS_RTS) run_send_queue_locked(qp);
+  if (next == IBV_QPS_RTS) {
+    ready_to_send(qp);
+    run_send_queue_locked(qp);
+  }
   return 0;
 }
 

@@ -14,6 +14,7 @@
 #include "core/cq.h"
 #include "core/pd.h"
 #include "core/recv_queue.h"
+#include "core/requester.h"
 #include "core/srq.h"
 #include "shm/layout.h"
 #include "util/spin_lock.h"
@@ -109,6 +110,7 @@ struct Qp : ibv_qp_ex {
 
   Destination peer;  // RC/UC: the connected remote QP (set at RTR)
   Connection conn;   // RC/UC: what we remember of the remote QP between messages
+  QpSendAnswers send_answers{this};  // where a transport that answers later answers it
   std::atomic<int> mcast_groups{0};
   uint32_t async_reported = 0;
 

@@ -192,8 +192,7 @@ Message message_for(Qp* qp, uint64_t pos, const SendWqe& w) {
   m.compare_add = w.compare_add;
   m.swap = w.swap;
   m.conn = qp->type == IBV_QPT_UD ? nullptr : &qp->conn;
-  m.qp = qp;
-  m.sq_pos = pos;
+  m.token = pos;
   return m;
 }
 

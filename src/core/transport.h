@@ -17,6 +17,25 @@
 
 namespace sv {
 
+// What a transport needs of a requester QP's attributes (ibv_modify_qp).
+struct SendParams {
+  uint32_t sq_psn = 0;  // where its PSNs start
+  ibv_mtu path_mtu = IBV_MTU_1024;
+  uint8_t timeout = 0;    // the ACK timeout's exponent (0: no limit)
+  uint8_t retry_cnt = 7;  // retransmissions before the QP gives up
+};
+
+// Where a transport that answers later (Transport::answers_later) sends a
+// QP's answers: the QP's requester (core/requester.h), handed over with the
+// QP's SendParams when it becomes ready to send. `token` is the Message's.
+class SendAnswers {
+ public:
+  virtual void answered(uint64_t token, Response r) = 0;
+
+ protected:
+  ~SendAnswers() = default;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -32,6 +51,10 @@ class Transport {
 
   // A QP may now receive from this transport (it reached RTR).
   virtual void listen() {}
+  // QP `qpn` may send through this transport (it reached RTS, or changed
+  // attributes there), with these parameters; a transport that answers
+  // later answers it through `answers` until forget_qp().
+  virtual void ready_to_send(uint32_t /*qpn*/, const SendParams& /*p*/, SendAnswers& /*answers*/) {}
   // The QP is being reset (wait: false) or destroyed (wait: true, returns
   // once no answer for it is being delivered): drop what is kept for it.
   virtual void forget_qp(uint32_t /*qpn*/, bool /*wait*/) {}

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/message.h"
+#include "core/transport.h"
 #include "core/pd.h"
 #include "net/roce_header.h"
 #include "net/roce_packetiser.h"
@@ -51,8 +52,7 @@ inline constexpr size_t kAtomicReplays = 16;
 
 // An RC (or XRC) message on the wire.
 struct Outbound {
-  Qp* qp = nullptr;
-  uint64_t pos = 0;  // its send queue position
+  uint64_t token = 0;  // names its work request to the QP's SendAnswers
   Destination dst;
   net::Request req;  // what its packets say (net/roce_packetiser.h)
   std::vector<uint8_t> data;  // SEND/WRITE: the payload (unless borrowed); READ: where responses land
@@ -80,6 +80,8 @@ struct Outbound {
 // A QP's requester: its messages on the wire, oldest first, and the ACK
 // timer, which runs while any is unanswered.
 struct Sender {
+  SendParams params;               // as the QP last became ready to send
+  SendAnswers* answers = nullptr;  // where its work requests are answered
   uint32_t next_psn = 0;
   std::deque<Outbound> out;
   uint64_t deadline_ns = 0;
@@ -138,11 +140,10 @@ struct Receiver {
   size_t next_read = 0;
 };
 
-// What the network thread owes a requester: its WQE at `pos` answered.
+// What the engine owes a requester: its work request `token` answered.
 struct Answer {
-  Qp* qp;
   uint32_t qpn;
-  uint64_t pos;
+  uint64_t token;
   Response response;
 };
 
@@ -162,15 +163,6 @@ inline bool from_peer_slot(const PacketAddrs& from, uint32_t peer_qpn) {
   return from.sender_slot == 0 || from.sender_slot == shm::qpn_slot(peer_qpn);
 }
 
-// What the engine needs of a requester QP's attributes (ibv_modify_qp),
-// handed over with each message.
-struct SendParams {
-  uint32_t sq_psn = 0;  // where its PSNs start
-  ibv_mtu path_mtu = IBV_MTU_1024;
-  uint8_t timeout = 0;    // the ACK timeout's exponent (0: no limit)
-  uint8_t retry_cnt = 7;  // retransmissions before the QP gives up
-};
-
 class Engine {
  public:
   // Over `wire`, answering for `targets`; both outlive the engine.
@@ -182,7 +174,10 @@ class Engine {
   BriefSpinMutex call_mu;
   std::unordered_map<uint32_t, Sender> senders;      // by local QPN
   std::unordered_map<uint32_t, Receiver> receivers;  // by local QPN
-  std::vector<Answer> answers;                       // filled under mu, run without it
+  std::vector<Answer> answers;                       // filled under mu, handed over without it
+  // Hands each answer to its QP's SendAnswers, in the order they were
+  // taken, under call_mu (takes mu for moments; caller holds neither).
+  void hand_over_answers();
   // The alarm (Wire::wake_at) for the senders' timers, armed for
   // `armed_ns` (0: not armed). Posting arms it when it would go off too
   // late instead of waking the network thread: on a machine whose cores
@@ -214,8 +209,12 @@ class Engine {
   void receive(const net::RocePacket& pkt, const PacketAddrs& from, size_t len);
 
   // Requester side (roce_sender.cpp; answers: roce_completer.cpp); under mu.
-  Response send_unreliable(const Message& m, const SendParams& p);  // UC, UD: out at once (UD: if it fits the link)
-  Response start_reliable(const Message& m, const SendParams& p);   // RC, XRC: kPending
+  // QP `qpn` sends with `p` from now on and is answered through `answers`
+  // (Transport::ready_to_send); its PSNs start at p.sq_psn unless it sent
+  // before (until forget).
+  void ready_to_send(uint32_t qpn, const SendParams& p, SendAnswers& answers);
+  Response send_unreliable(const Message& m);  // UC, UD: out at once (UD: if it fits the link)
+  Response start_reliable(const Message& m);   // RC, XRC: kPending
   void on_response(const net::RocePacket& pkt, const PacketAddrs& from);
   void on_timers(uint64_t now_ns);
   uint64_t next_deadline() const;  // 0: none

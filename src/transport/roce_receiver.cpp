@@ -62,8 +62,7 @@ Message message_for(const RocePacket& first, const RocePacket& pkt, const Target
     m.length = 8;
   }
   m.conn = nullptr;
-  m.qp = nullptr;
-  m.sq_pos = 0;
+  m.token = 0;
   return m;
 }
 

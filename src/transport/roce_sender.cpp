@@ -150,10 +150,46 @@ uint32_t Engine::link_mtu_to(const in6_addr& dst, const in6_addr& src) {
   return l.mtu;
 }
 
-Response Engine::send_unreliable(const Message& m, const SendParams& p) {
-  auto [it, fresh] = senders.try_emplace(m.src_qpn);
+void Engine::ready_to_send(uint32_t qpn, const SendParams& p, SendAnswers& to) {
+  auto [it, fresh] = senders.try_emplace(qpn);
   Sender& s = it->second;
-  if (fresh) s.next_psn = p.sq_psn;
+  if (fresh) s.next_psn = p.sq_psn & kMask24;
+  s.params = p;
+  s.answers = &to;
+}
+
+// Hands each answered work request back to its QP's requester. call_mu
+// keeps destroy_qp from freeing a QP while it is being answered, and is
+// taken before the answers are: two threads (the network thread and an
+// application's poll) each holding a batch must hand them over in the
+// order they were taken, or a QP's later answer arrives first, is taken for
+// a stale one (answer_from_network) and that work request never completes.
+void Engine::hand_over_answers() {
+  {
+    std::lock_guard g(mu);
+    if (answers.empty()) return;
+  }
+  std::lock_guard c(call_mu);
+  std::vector<Answer> todo;
+  {
+    std::lock_guard g(mu);
+    todo.swap(answers);
+  }
+  for (const Answer& a : todo) {
+    SendAnswers* to;
+    {
+      std::lock_guard g(mu);
+      auto it = senders.find(a.qpn);
+      if (it == senders.end() || !it->second.answers) continue;  // forgotten (destroyed or reset) meanwhile
+      to = it->second.answers;
+    }
+    to->answered(a.token, a.response);
+  }
+}
+
+Response Engine::send_unreliable(const Message& m) {
+  Sender& s = senders[m.src_qpn];  // (ready_to_send made it)
+  const SendParams& p = s.params;
   // IBTA C10-93.1.1, as rxe (fake_udp_send): a UD message longer than the
   // port MTU is not sent, and that is no error either: the WQE completes
   // successfully. The port here is the link the message leaves on (the
@@ -194,13 +230,11 @@ Response Engine::send_unreliable(const Message& m, const SendParams& p) {
   return Response{Outcome::kAck, 0};
 }
 
-Response Engine::start_reliable(const Message& m, const SendParams& p) {
-  auto [it, fresh] = senders.try_emplace(m.src_qpn);
-  Sender& s = it->second;
-  if (fresh) s.next_psn = p.sq_psn;
+Response Engine::start_reliable(const Message& m) {
+  Sender& s = senders[m.src_qpn];  // (ready_to_send made it)
+  const SendParams& p = s.params;
   Outbound& o = s.out.emplace_back();
-  o.qp = m.qp;
-  o.pos = m.sq_pos;
+  o.token = m.token;
   o.dst = *m.dst;
   o.req = request_of(m);
   o.sink.assign(m.sink, m.sink + m.num_sink);
@@ -299,7 +333,7 @@ void Engine::go_back(Sender& s, size_t k, uint32_t index) {
 
 void Engine::finish_front(Sender& s, Response r) {
   Outbound& o = s.out.front();
-  answers.push_back(Answer{o.qp, o.req.src_qpn, o.pos, r});
+  answers.push_back(Answer{o.req.src_qpn, o.token, r});
   s.out.pop_front();
   restart_timer(s, true);
 }

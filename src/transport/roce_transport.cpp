@@ -101,32 +101,6 @@ void after_fork_in_child() {
   g_started.store(false);
 }
 
-// Hands each answered work request back to its QP's requester. call_mu
-// keeps destroy_qp from freeing a QP while it is being answered, and is
-// taken before the answers are: two threads (the network thread and an
-// application's poll) each holding a batch must hand them over in the
-// order they were taken, or a QP's later answer arrives first, is taken for
-// a stale one (answer_from_network) and that work request never completes.
-void run_answers(Engine& e) {
-  {
-    std::lock_guard g(e.mu);
-    if (e.answers.empty()) return;
-  }
-  std::lock_guard c(e.call_mu);
-  std::vector<Answer> todo;
-  {
-    std::lock_guard g(e.mu);
-    todo.swap(e.answers);
-  }
-  for (const Answer& a : todo) {
-    {
-      std::lock_guard g(e.mu);
-      if (!e.senders.count(a.qpn)) continue;  // forgotten (destroyed or reset) meanwhile
-    }
-    answer_from_network(a.qp, a.pos, a.response);
-  }
-}
-
 // A UD SEND to a multicast group (DestQP 0xFFFFFF) reached this process's
 // socket: the kernel hands one copy to every RoCE socket of the namespace
 // once the host joined the group (rdma_join_multicast; IP_MULTICAST_ALL),
@@ -302,7 +276,7 @@ void drain(Nic& n, ReceiveSlots& slots, int budget, Readable readable = {}) {
           handle_datagram(n, buf, len, infos[s], local_port, Arrival::kWire);
         });
       }
-      run_answers(e);
+      e.hand_over_answers();
       if (got < kSlots) break;
       left -= got;
     }
@@ -314,7 +288,7 @@ void drain(Nic& n, ReceiveSlots& slots, int budget, Readable readable = {}) {
     if (got < 0) break;
     const Arrival how = seg ? Arrival::kForwardedWhole : Arrival::kForwarded;
     for_each_segment(slots.at(0), got, seg, [&](uint8_t* buf, size_t len) { handle_datagram(n, buf, len, info, port, how); });
-    if (k % 16 == 15) run_answers(e);
+    if (k % 16 == 15) e.hand_over_answers();
   }
   if (const uint64_t foreign = n.port.fwd.take_foreign()) e.counters.add_device(kForeignSenders, foreign);
   shm::HostService* const service = n.port.service.load(std::memory_order_acquire);
@@ -330,9 +304,9 @@ void drain(Nic& n, ReceiveSlots& slots, int budget, Readable readable = {}) {
       handle_datagram(n, buf, len, from, h.dst_port, Arrival::kFromService,
                       (h.flags & hostd::kFromProcess) ? h.sender_slot : 0);
     });
-    if (k % 16 == 15) run_answers(e);
+    if (k % 16 == 15) e.hand_over_answers();
   }
-  run_answers(e);
+  e.hand_over_answers();
 }
 
 void network_thread(Nic* nic) {
@@ -376,26 +350,13 @@ void network_thread(Nic* nic) {
       e.on_timers(monotonic_ns());
       e.rearm = true;  // the alarm, for whatever is due next
     }
-    run_answers(e);
+    e.hand_over_answers();
   }
 }
 
 }  // namespace
 
 }  // namespace roce
-
-namespace {
-
-roce::SendParams send_params_of(const Qp& qp) {
-  roce::SendParams p;
-  p.sq_psn = qp.attr.sq_psn;
-  p.path_mtu = qp.attr.path_mtu;
-  p.timeout = qp.attr.timeout;
-  p.retry_cnt = qp.attr.retry_cnt;
-  return p;
-}
-
-}  // namespace
 
 RoceTransport::RoceTransport() : nic_(*new roce::Nic()) { roce::g_nic = &nic_; }
 
@@ -441,15 +402,14 @@ void RoceTransport::listen() {
 Response RoceTransport::deliver(const Message& m) {
   listen();
   roce::Engine& e = nic_.engine;
-  const roce::SendParams p = send_params_of(*m.qp);
   if (m.qp_type == IBV_QPT_UD || m.qp_type == IBV_QPT_UC) {
     roce::EngineLock g(e);
-    return e.send_unreliable(m, p);
+    return e.send_unreliable(m);
   }
   Response r;
   {
     roce::EngineLock g(e);
-    r = e.start_reliable(m, p);  // arms the network thread's alarm if need be (EngineLock)
+    r = e.start_reliable(m);  // arms the network thread's alarm if need be (EngineLock)
   }
   return r;
 }
@@ -470,7 +430,7 @@ void RoceTransport::progress() {
     thread_local roce::ReceiveSlots slots;
     roce::drain(nic_, slots, 64);
   }
-  roce::run_answers(e);
+  e.hand_over_answers();
 }
 
 void RoceTransport::drop_sends(uint32_t qpn) {
@@ -488,8 +448,14 @@ void RoceTransport::copy_app_buffers() {
     for (roce::Outbound& o : s.out) o.copy_payload();
 }
 
+void RoceTransport::ready_to_send(uint32_t qpn, const SendParams& p, SendAnswers& answers) {
+  roce::Engine& e = nic_.engine;
+  std::lock_guard g(e.mu);
+  e.ready_to_send(qpn, p, answers);
+}
+
 void RoceTransport::forget_qp(uint32_t qpn, bool wait) {
-  if (!roce::g_started.load(std::memory_order_acquire)) return;
+  // (Even before the engine started: ready_to_send() may have told it of the QP.)
   roce::Engine& e = nic_.engine;
   std::unique_lock<BriefSpinMutex> c;
   if (wait) c = std::unique_lock(e.call_mu);

@@ -22,6 +22,7 @@ class RoceTransport final : public Transport {
   Response deliver(const Message& m) override;
   bool answers_later() const override { return true; }
   void listen() override;
+  void ready_to_send(uint32_t qpn, const SendParams& p, SendAnswers& answers) override;
   void forget_qp(uint32_t qpn, bool wait) override;
   void drop_sends(uint32_t qpn) override;
   void copy_app_buffers() override;

@@ -23,12 +23,13 @@ namespace {
 
 using namespace net;
 
-// What the capture remembers of a requester QP: where its PSNs are, and the
-// MSN its responder has reached. Reset when the QP number names another QP
-// (or the same one was given another sq_psn or peer).
+// What the capture remembers of a requester QP: its send parameters, where
+// its PSNs are, and the MSN its responder has reached. Made when the QP
+// becomes ready to send, gone when it is reset or destroyed; its PSNs start
+// again when it talks to another peer.
 struct Flow {
-  const Qp* qp = nullptr;
   uint32_t sq_psn = 0;  // the attribute the PSNs started from
+  uint32_t mtu = 1024;  // its path MTU in bytes
   uint32_t dst_qpn = 0;
   uint32_t next_psn = 0;
   uint32_t msn = 0;
@@ -40,8 +41,6 @@ std::unordered_map<uint32_t, Flow>& flows() {
   return *f;
 }
 
-// The requester QP's path MTU (a UD message is one packet of at most the port MTU).
-uint32_t capture_mtu(const Message& m) { return m.qp_type == IBV_QPT_UD || !m.qp ? 4096 : mtu_bytes(m.qp->attr.path_mtu); }
 
 // The bytes of `n` pieces, `limit` at most, in one buffer.
 void gather(const Piece* pieces, uint32_t n, uint64_t limit, std::vector<uint8_t>* out) {
@@ -145,20 +144,32 @@ void exchange_packets(const Message& m, Response r, uint32_t psn, uint32_t msn, 
   }
 }
 
+void capture_ready(uint32_t qpn, const SendParams& p) {
+  std::lock_guard g(g_mu);
+  auto [it, fresh] = flows().try_emplace(qpn);
+  Flow& f = it->second;
+  if (fresh || f.sq_psn != (p.sq_psn & kMask24)) f = Flow{p.sq_psn & kMask24, 0, 0, p.sq_psn & kMask24, 0};
+  f.mtu = mtu_bytes(p.path_mtu);
+}
+
+void capture_forget(uint32_t qpn) {
+  std::lock_guard g(g_mu);
+  flows().erase(qpn);
+}
+
 void capture_shm_exchange(const Message& m, Response r) {
   const bool reliable = is_reliable(m.qp_type);
-  const uint32_t mtu = capture_mtu(m);
-  const uint32_t npsn = is_atomic(m.opcode) ? 1 : packets_for(m.length, mtu);
   // A reliable message that was not acknowledged (RNR NAK, nothing answered,
   // a NAK that ends the QP) goes again, if at all, with the same PSNs.
   const bool consumed = !reliable || r.outcome == Outcome::kAck;
-  uint32_t psn, msn;
+  uint32_t psn, msn, mtu, npsn;
   {
     std::lock_guard g(g_mu);
     Flow& f = flows()[m.src_qpn];
-    const uint32_t sq_psn = m.qp ? m.qp->attr.sq_psn & kMask24 : 0;
-    if (f.qp != m.qp || f.sq_psn != sq_psn || (m.qp_type != IBV_QPT_UD && f.dst_qpn != m.dst_qpn))
-      f = Flow{m.qp, sq_psn, m.dst_qpn, sq_psn, 0};
+    if (m.qp_type != IBV_QPT_UD && f.dst_qpn != m.dst_qpn) f = Flow{f.sq_psn, f.mtu, m.dst_qpn, f.sq_psn, 0};
+    // (A UD message is one packet of at most the port MTU.)
+    mtu = m.qp_type == IBV_QPT_UD ? 4096 : f.mtu;
+    npsn = is_atomic(m.opcode) ? 1 : packets_for(m.length, mtu);
     psn = f.next_psn;
     if (consumed) f.next_psn = psn_add(f.next_psn, npsn);
     if (reliable && r.outcome == Outcome::kAck) f.msn = psn_add(f.msn, 1);

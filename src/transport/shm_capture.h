@@ -32,6 +32,7 @@
 #include <functional>
 
 #include "core/message.h"
+#include "core/transport.h"
 #include "net/roce_header.h"
 
 namespace sv::roce {
@@ -39,6 +40,10 @@ namespace sv::roce {
 // Writes `m` and the answer `r` the responder gave to the capture file.
 // Called only when the capture is on (ShmTransport reads that once).
 void capture_shm_exchange(const Message& m, Response r);
+// QP `qpn` became ready to send with `p` (its PSNs start at p.sq_psn), or
+// was reset or destroyed.
+void capture_ready(uint32_t qpn, const SendParams& p);
+void capture_forget(uint32_t qpn);
 
 // One packet of an exchange, as it would travel.
 struct ExchangePacket {

@@ -13,6 +13,14 @@ ShmTransport::ShmTransport(shm::Host& host, Transport* wire)
     : host_(host), wire_(wire), capture_(roce::Capture::get().enabled()) {}
 
 
+void ShmTransport::ready_to_send(uint32_t qpn, const SendParams& p, SendAnswers&) {
+  if (__builtin_expect(capture_, 0)) roce::capture_ready(qpn, p);
+}
+
+void ShmTransport::forget_qp(uint32_t qpn, bool) {
+  if (__builtin_expect(capture_, 0)) roce::capture_forget(qpn);
+}
+
 Response ShmTransport::deliver(const Message& m) {
   if (__builtin_expect(capture_, 0)) return deliver_captured(m);
   if (m.qp_type == IBV_QPT_UD && m.dst_qpn == shm::kMulticastQpn && gid_is_multicast(m.dst->dgid))

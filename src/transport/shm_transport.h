@@ -17,6 +17,9 @@ class ShmTransport final : public Transport {
   ShmTransport(shm::Host& host, Transport* wire);
   const char* name() const override { return "shm"; }
   Response deliver(const Message& m) override;
+  // (For the capture's PSNs and MTU; nothing to do without it.)
+  void ready_to_send(uint32_t qpn, const SendParams& p, SendAnswers& answers) override;
+  void forget_qp(uint32_t qpn, bool wait) override;
 
  private:
   Response deliver_to_qp(const Message& m);

@@ -138,8 +138,20 @@ class FakeTargets final : public Targets {
   }
 };
 
+// A requester QP's answers (SendAnswers), as core's requester would take
+// them: here recorded, in the order they came.
+class RecordedAnswers final : public SendAnswers {
+ public:
+  RecordedAnswers(std::vector<Answer>& out, uint32_t qpn) : out_(out), qpn_(qpn) {}
+  void answered(uint64_t token, Response r) override { out_.push_back(Answer{qpn_, token, r}); }
+
+ private:
+  std::vector<Answer>& out_;
+  uint32_t qpn_;
+};
+
 // One end: an address, its wire, the QPs it answers for, its engine, and
-// the answers its requester got (Engine::answers, taken after every event).
+// the answers its requesters got (handed over after every event).
 struct FakeNode {
   FakeNode(FakeNet& net, const in6_addr& a) : addr(a), wire(net, a), engine(wire, targets) {
     engine.counters.open_in_memory();
@@ -149,6 +161,13 @@ struct FakeNode {
   FakeTargets targets;
   Engine engine;
   std::vector<Answer> completions;
+  std::deque<RecordedAnswers> requesters;
+  // QP `qpn` of this end sends with `p`; its answers go to `completions`.
+  void ready_to_send(uint32_t qpn, const SendParams& p) {
+    RecordedAnswers& to = requesters.emplace_back(completions, qpn);
+    std::lock_guard g(engine.mu);
+    engine.ready_to_send(qpn, p, to);
+  }
   uint64_t count(Counter c) const { return engine.counters.device_total(c); }
 };
 
@@ -231,11 +250,7 @@ class FakeNet {
       queue_.erase(it);
       deliver(f);
     }
-    for (FakeNode& n : nodes_) {
-      std::lock_guard g(n.engine.mu);
-      n.completions.insert(n.completions.end(), n.engine.answers.begin(), n.engine.answers.end());
-      n.engine.answers.clear();
-    }
+    for (FakeNode& n : nodes_) n.engine.hand_over_answers();
     return true;
   }
 

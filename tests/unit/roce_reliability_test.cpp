@@ -40,6 +40,7 @@ struct Link {
     q.t.path_mtu = 1024;
     q.t.max_dest_rd_atomic = 16;
     q.t.rq_psn = sq_psn;
+    a.ready_to_send(kRequesterQpn, params);
   }
 
   FakeQp& target() { return b.targets.qps.at(kResponderQpn); }
@@ -69,9 +70,9 @@ struct Link {
     }
     m.remote_addr = target().va + offset;
     m.rkey = target().rkey;
-    m.sq_pos = next_token;
+    m.token = next_token;
     EngineLock g(a.engine);
-    a.engine.start_reliable(m, params);
+    a.engine.start_reliable(m);
     return next_token++;
   }
   uint64_t post_atomic(ibv_wr_opcode op, uint64_t offset, uint64_t compare_add, uint64_t swap = 0) {
@@ -91,9 +92,9 @@ struct Link {
     m.rkey = target().rkey;
     m.compare_add = compare_add;
     m.swap = swap;
-    m.sq_pos = next_token++;
+    m.token = next_token++;
     EngineLock g(a.engine);
-    a.engine.start_reliable(m, params);
+    a.engine.start_reliable(m);
     return token;
   }
   std::vector<uint8_t>& result(uint64_t token) { return payloads[token]; }
@@ -122,7 +123,7 @@ std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
 void expect_all_acked(const Link& l) {
   ASSERT_EQ(l.a.completions.size(), l.next_token);
   for (size_t i = 0; i < l.a.completions.size(); ++i) {
-    EXPECT_EQ(l.a.completions[i].pos, i) << "answered out of order";
+    EXPECT_EQ(l.a.completions[i].token, i) << "answered out of order";
     EXPECT_EQ(l.a.completions[i].response.outcome, Outcome::kAck) << "message " << i;
   }
 }
@@ -217,7 +218,7 @@ TEST(RoceReliability, AnRnrNakKeepsThePsnsForTheRetry) {
   l.post(IBV_WR_SEND, pattern(10, 2));    // 102
   ASSERT_TRUE(l.net.run_until([&] { return !l.a.completions.empty(); }));
   ASSERT_EQ(l.a.completions.size(), 1u);
-  EXPECT_EQ(l.a.completions[0].pos, 0u);
+  EXPECT_EQ(l.a.completions[0].token, 0u);
   EXPECT_EQ(l.a.completions[0].response.outcome, Outcome::kRnr);
   EXPECT_EQ(l.a.completions[0].response.rnr_timer, 12);
   EXPECT_EQ(l.b.count(kRnrNaksSent), 1u);
@@ -380,7 +381,7 @@ TEST(RoceReliability, EveryMessageArrivesOnceInOrderOverABadNetwork) {
                                                                        Outcome::kAck); }));
     bool failed = false;
     for (size_t i = 0; i < l.a.completions.size(); ++i) {
-      ASSERT_EQ(l.a.completions[i].pos, i);
+      ASSERT_EQ(l.a.completions[i].token, i);
       if (l.a.completions[i].response.outcome != Outcome::kAck) {
         ASSERT_EQ(l.a.completions[i].response.outcome, Outcome::kRetryExceeded);
         ASSERT_EQ(i + 1, l.a.completions.size());
