@@ -15,9 +15,9 @@
 
 namespace softverbs::rdmacm {
 
-// Connection management is not implemented yet: every entry point that would
-// need it fails with this error, which is what clients test for to skip a
-// feature (never ENOSYS).
+// What a call reports for a feature this library does not implement (the
+// default of the helpers below): clients test for it to skip a feature
+// (never ENOSYS).
 inline constexpr int kNotImplemented = EOPNOTSUPP;
 
 // int-returning calls: -1 with errno.

@@ -55,7 +55,9 @@ SV_EXPORT ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, ui
 }
 
 // The MAC of a destination on this host is the MAC of the interface that
-// holds its address; softverbs cannot resolve others (no network transport).
+// holds its address; others are not resolved (EHOSTUNREACH): the RoCEv2
+// transport sends through kernel UDP sockets, which resolve the next hop
+// themselves, so nothing of ours needs a remote MAC.
 SV_EXPORT int ibv_resolve_eth_l2_from_gid(ibv_context* context, ibv_ah_attr* attr, uint8_t eth_mac[6],
                                           uint16_t* vid) {
   Context* ctx = Context::from(context);
