@@ -10,7 +10,7 @@
 using namespace sv;
 
 SV_EXPORT_1_1(ibv_create_ah) ibv_ah* sv_ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
-  if (!pd || !attr) return abi::fail_ptr<ibv_ah>(EINVAL);
+  if (!pd || !attr) return abi::fail_null<ibv_ah>(EINVAL);
   return abi::guarded<ibv_ah*>(nullptr, [&]() -> ibv_ah* { return create_ah(Pd::from(pd), *attr); });
 }
 
