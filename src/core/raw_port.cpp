@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -27,6 +26,7 @@
 #include "core/qp.h"
 #include "core/raw.h"
 #include "core/target_memory.h"
+#include "util/knobs.h"
 #include "util/log.h"
 
 namespace sv {
@@ -57,7 +57,7 @@ RawNet& net() {
 // The interface raw QPs use: SOFTVERBS_NETDEV, else the first one that is
 // up and not a loopback, else the loopback.
 std::string choose_netdev() {
-  if (const char* v = std::getenv("SOFTVERBS_NETDEV"); v && *v) return v;
+  if (std::string v = knob_netdev(); !v.empty()) return v;
   std::string found = "lo";
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return found;

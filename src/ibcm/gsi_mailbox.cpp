@@ -2,24 +2,19 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
 #include "cm_messages.hpp"
 #include "cma_header.hpp"
+#include "util/knobs.h"
 #include "util/runtime_dir_rules.h"
 #include "util/unix_socket_address.h"
 
 namespace softverbs::ibcm {
 
-std::string domain_name() {
-  const char* domain = std::getenv("SOFTVERBS_DOMAIN");
-  if (domain && *domain) return domain;
-  return "uid" + std::to_string(getuid());
-}
+std::string domain_name() { return sv::knobs().domain; }
 
 const char* port_space_name(uint16_t port_space) {
   switch (static_cast<PortSpace>(port_space)) {
@@ -78,8 +73,7 @@ std::string mailbox_key(const std::string& name) {
 }
 
 sockaddr_un mailbox_address(const std::string& name, socklen_t* len) {
-  const char* domain = std::getenv("SOFTVERBS_DOMAIN");
-  if (domain && *domain) return sv::abstract_unix_address(name, len);
+  if (sv::knobs().domain_named) return sv::abstract_unix_address(name, len);
   // (libibverbs made and checked the directory, and says why not.) Never
   // destroyed: the network thread posts MADs while the process exits.
   static const std::string& dir = *new std::string(sv::choose_runtime_dir().dir);

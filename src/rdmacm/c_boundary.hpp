@@ -1,13 +1,13 @@
 // The C boundary of librdmacm.so.1: how an entry point is exported and how a
 // failure becomes "-1 / NULL with errno". Every extern "C" function in this
-// directory goes through these helpers so that no C++ exception ever reaches
-// a C caller.
+// directory goes through these helpers (util/c_boundary.h, shared with
+// libibverbs) so that no C++ exception ever reaches a C caller.
 #pragma once
 
 #include <cerrno>
-#include <new>
-#include <type_traits>
 #include <utility>
+
+#include "util/c_boundary.h"
 
 // Sources are compiled with -fvisibility=hidden; only the functions marked
 // with this macro (and listed in librdmacm.map) are exported.
@@ -15,57 +15,25 @@
 
 namespace softverbs::rdmacm {
 
-// Connection management is not implemented yet: every entry point that would
-// need it fails with this error, which is what clients test for to skip a
-// feature (never ENOSYS).
-inline constexpr int kNotImplemented = EOPNOTSUPP;
-
 // int-returning calls: -1 with errno.
-[[nodiscard]] inline int fail(int err = kNotImplemented) noexcept {
-  errno = err;
-  return -1;
-}
-
+using sv::c_boundary::fail;
 // Integer results other than int (ssize_t, off_t, size_t): all-ones (-1 or
 // SIZE_MAX) with errno, as rdma-core's rsockets does.
-template <class T>
-  requires std::is_integral_v<T>
-[[nodiscard]] T fail_as(int err = kNotImplemented) noexcept {
-  errno = err;
-  return static_cast<T>(-1);
-}
-
+using sv::c_boundary::fail_as;
 // Pointer-returning calls: NULL with errno.
-template <class T>
-[[nodiscard]] T* fail_null(int err = kNotImplemented) noexcept {
-  errno = err;
-  return nullptr;
-}
+using sv::c_boundary::fail_null;
 
-// Runs `body` and converts any escaping exception into `on_error` plus errno
-// (ENOMEM for allocation failures, EIO for anything else).
+// Runs `body` and converts any escaping exception into `on_error` plus errno:
+// ENOMEM for allocation failures, EIO for anything else.
 template <class R, class F>
 R guarded(R on_error, F&& body) noexcept {
-  try {
-    return std::forward<F>(body)();
-  } catch (const std::bad_alloc&) {
-    errno = ENOMEM;
-  } catch (...) {
-    errno = EIO;
-  }
-  return on_error;
+  return sv::c_boundary::guarded(on_error, EIO, std::forward<F>(body));
 }
 
 // The same for void entry points: an exception is swallowed (errno set).
 template <class F>
 void guarded_void(F&& body) noexcept {
-  try {
-    std::forward<F>(body)();
-  } catch (const std::bad_alloc&) {
-    errno = ENOMEM;
-  } catch (...) {
-    errno = EIO;
-  }
+  sv::c_boundary::guarded_void(EIO, std::forward<F>(body));
 }
 
 }  // namespace softverbs::rdmacm

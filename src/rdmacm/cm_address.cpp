@@ -176,7 +176,7 @@ int bind_id(Id* id, const sockaddr* addr) {
     id->pub.route.addr.addr.ibaddr.pkey = 0xffff;
     id->path_mtu = device->active_mtu;
   }
-  id->state = IdState::AddrBound;
+  set_state(id, IdState::AddrBound, "address bound");
   return 0;
 }
 
@@ -245,7 +245,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_resolve_addr(struct rdma_cm_id* cm_i
     // UDP sockets leave that to the kernel when the first packet goes, so
     // a destination with a route resolves at once (no packet is sent).
     (void)timeout_ms;
-    id->state = IdState::AddrResolved;
+    set_state(id, IdState::AddrResolved, "rdma_resolve_addr");
     queue_event(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
     lock.unlock();
     return complete_sync(id);
@@ -260,7 +260,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_resolve_route(struct rdma_cm_id* cm_
     if (id->state != IdState::AddrResolved) return fail(EINVAL);
     fill_route(id);
     if (!id->pub.route.path_rec) return fail(ENOMEM);
-    id->state = IdState::RouteResolved;
+    set_state(id, IdState::RouteResolved, "rdma_resolve_route");
     queue_event(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
     lock.unlock();
     return complete_sync(id);

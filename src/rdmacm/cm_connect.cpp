@@ -65,7 +65,7 @@ int connect_to_listener(Id* id) {
 
 // A REQ (or SIDR REQ) nobody on this host will answer.
 void reject_unanswered(Id* id) {
-  id->state = IdState::Failed;
+  set_state(id, IdState::Failed, "nobody on this host answers the REQ");
   if (id->pub.qp_type == IBV_QPT_UD) queue_event(id, RDMA_CM_EVENT_UNREACHABLE, 2 /* IB_SIDR_UNSUPPORTED */);
   else queue_event(id, RDMA_CM_EVENT_REJECTED, kRejInvalidServiceId);
 }
@@ -81,7 +81,7 @@ int do_reject(Id* id, const void* data, uint8_t len, uint16_t reason) {
   set_private_data(msg, data, len);
   send_message(id, msg);  // a peer already gone needs no answer
   stop_watching(id);
-  id->state = IdState::Failed;
+  set_state(id, IdState::Failed, "rdma_reject");
   return 0;
 }
 
@@ -113,7 +113,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_listen(struct rdma_cm_id* cm_id, int
     id->sock_watch = watch_add(channel_of(id->pub.channel), WatchKind::Listener, id->sock, id);
     if (!id->sock_watch) return -1;
     if (net_listen(id) != 0) return -1;  // other hosts' REQs
-    id->state = IdState::Listening;
+    set_state(id, IdState::Listening, "rdma_listen");
     return 0;
   });
 }
@@ -186,7 +186,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_connect(struct rdma_cm_id* cm_id,
     msg.private_data_len = static_cast<uint8_t>(total);
     id->connect_data.clear();
 
-    id->state = IdState::ConnectSent;
+    set_state(id, IdState::ConnectSent, "rdma_connect");
     // Another host, or with a host service another user of this one (no
     // listener of ours has the port): the REQ goes to its QP1
     // (cm_network.cpp), through the service.
@@ -204,7 +204,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_connect(struct rdma_cm_id* cm_id,
     if (to_qp1) {
       if (net_connect(id, msg) != 0) {
         const int err = errno;
-        id->state = IdState::Failed;
+        set_state(id, IdState::Failed, "the REQ cannot be sent to the peer's QP1");
         queue_event(id, RDMA_CM_EVENT_UNREACHABLE, -err);
       }
     } else if (refused) {
@@ -255,12 +255,12 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_accept(struct rdma_cm_id* cm_id,
     if (param) set_private_data(msg, param->private_data, user_len);
     if (send_message(id, msg) != 0) {
       move_qp_to_error(id);
-      id->state = IdState::Failed;
+      set_state(id, IdState::Failed, "rdma_accept cannot send its REP");
       return fail(ECONNRESET);
     }
     if (is_ud(id)) {
       stop_watching(id);
-      id->state = IdState::Established;
+      set_state(id, IdState::Established, "rdma_accept; SIDR REP sent");
       if (id->sync && id->pub.event) {
         lock.unlock();
         rdma_ack_cm_event(id->pub.event);
@@ -268,7 +268,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_accept(struct rdma_cm_id* cm_id,
       }
       return 0;
     }
-    id->state = IdState::Accepted;
+    set_state(id, IdState::Accepted, "rdma_accept; REP sent");
     lock.unlock();
     return complete_sync(id);
   });
@@ -297,7 +297,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_establish(struct rdma_cm_id* cm_id) 
   // With a QP, the library established the connection itself.
   if (cm_id->qp || id->state != IdState::ResponseReceived) return fail(EINVAL);
   if (send_message(id, message_from(id, MessageType::Rtu)) != 0) return fail(ECONNRESET);
-  id->state = IdState::Established;
+  set_state(id, IdState::Established, "rdma_establish; RTU sent");
   return 0;
 }
 
@@ -321,7 +321,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_disconnect(struct rdma_cm_id* cm_id)
     if (move_qp_to_error(id) != 0) return -1;  // flushes what is outstanding
     send_message(id, message_from(id, MessageType::Dreq));
     stop_watching(id);
-    id->state = IdState::Disconnected;
+    set_state(id, IdState::Disconnected, "rdma_disconnect");
     // The kernel reports DISCONNECTED once the peer's CM answers; a peer
     // that stopped pumping its events must not stall us, so report it now.
     queue_event(id, RDMA_CM_EVENT_DISCONNECTED, 0);
@@ -339,7 +339,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_notify(struct rdma_cm_id* cm_id,
   // Data arrived before the RTU: the connection is established.
   if (id->state == IdState::Established) return fail(EISCONN);
   if (id->state != IdState::Accepted) return fail(EINVAL);
-  id->state = IdState::Established;
+  set_state(id, IdState::Established, "rdma_notify: data before the RTU");
   queue_event(id, RDMA_CM_EVENT_ESTABLISHED, 0);
   return 0;
 }

@@ -561,7 +561,7 @@ void on_retry_timer(Id* id) {
     case IdState::ConnectSent:
     case IdState::Accepted:
       // Linux's CM: REQ or REP timed out (IB_CM_REQ_ERROR / IB_CM_REP_ERROR).
-      id->state = IdState::Failed;
+      set_state(id, IdState::Failed, "no answer from the peer's CM after every retry");
       move_qp_to_error(id);
       queue_event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
       break;
@@ -644,7 +644,8 @@ void on_listen_mailbox_readable(Id* listener) {
     std::memcpy(&n.local_ip, from.dst_ip, 16);
     if (child->pub.verbs) n.local_guid = be64toh(ibv_get_device_guid(child->pub.verbs->device));
     net_ids().push_back(child);
-    if (open_mailbox(child) != 0) child->state = IdState::Failed;  // rdma_accept will report it
+    if (open_mailbox(child) != 0)
+      set_state(child, IdState::Failed, "no mailbox for the new id");  // rdma_accept will report it
   }
 }
 

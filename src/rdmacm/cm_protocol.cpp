@@ -100,7 +100,7 @@ Id* on_request(Id* listener, int fd, const WireMessage& msg) {
   child->retry_count = std::min<uint8_t>(msg.retry_count, 7);  // 3 bits on the wire
   child->rnr_retry_count = std::min<uint8_t>(msg.rnr_retry_count, 7);
   child->psn = random_psn();
-  child->state = IdState::RequestReceived;
+  set_state(child, IdState::RequestReceived, ud ? "SIDR REQ" : "REQ");
   fill_route(child);
 
   Event* ev = queue_event(child, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
@@ -140,7 +140,7 @@ void on_reply(Id* id, const WireMessage& msg) {
   id->initiator_depth = msg.responder_resources;
   id->rnr_retry_count = std::min<uint8_t>(msg.rnr_retry_count, 7);
   if (!id->pub.qp) {
-    id->state = IdState::ResponseReceived;
+    set_state(id, IdState::ResponseReceived, "REP; no QP, so rdma_establish sends the RTU");
     Event* ev = queue_event(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
     copy_private_data(ev, msg, kRepPrivateData);
     fill_conn_param(ev, msg);
@@ -151,14 +151,14 @@ void on_reply(Id* id, const WireMessage& msg) {
     WireMessage rej = message_from(id, MessageType::Rej);
     rej.reason = kRejConsumerDefined;
     send_message(id, rej);
-    id->state = IdState::Failed;
+    set_state(id, IdState::Failed, "REP, but the QP cannot move to RTR/RTS");
     id->connect_error = true;
     stop_watching(id);
     queue_event(id, RDMA_CM_EVENT_CONNECT_ERROR, -err);
     return;
   }
   send_message(id, message_from(id, MessageType::Rtu));
-  id->state = IdState::Established;
+  set_state(id, IdState::Established, "REP; RTU sent");
   Event* ev = queue_event(id, RDMA_CM_EVENT_ESTABLISHED, 0);
   copy_private_data(ev, msg, kRepPrivateData);
   fill_conn_param(ev, msg);
@@ -167,12 +167,12 @@ void on_reply(Id* id, const WireMessage& msg) {
 void on_sidr_reply(Id* id, const WireMessage& msg) {
   stop_watching(id);
   if (msg.reason != 0) {
-    id->state = IdState::Failed;
+    set_state(id, IdState::Failed, "SIDR REP with a reject status");
     queue_event(id, RDMA_CM_EVENT_UNREACHABLE, msg.reason);
     return;
   }
   learn_peer(id, msg);
-  id->state = IdState::Established;
+  set_state(id, IdState::Established, "SIDR REP");
   Event* ev = queue_event(id, RDMA_CM_EVENT_ESTABLISHED, 0);
   std::memcpy(ev->private_data, msg.private_data, std::min<unsigned>(msg.private_data_len, kSidrRepPrivateData));
   ev->pub.param.ud.private_data = ev->private_data;
@@ -184,7 +184,7 @@ void on_sidr_reply(Id* id, const WireMessage& msg) {
 
 void on_reject(Id* id, const WireMessage& msg) {
   stop_watching(id);
-  id->state = IdState::Failed;
+  set_state(id, IdState::Failed, "REJ");
   move_qp_to_error(id);  // as librdmacm does on REJECTED
   Event* ev = queue_event(id, RDMA_CM_EVENT_REJECTED, msg.reason);
   copy_private_data(ev, msg, kRejPrivateData);
@@ -192,7 +192,7 @@ void on_reject(Id* id, const WireMessage& msg) {
 
 void on_disconnect_request(Id* id) {
   stop_watching(id);
-  id->state = IdState::Disconnected;
+  set_state(id, IdState::Disconnected, "DREQ");
   queue_event(id, RDMA_CM_EVENT_DISCONNECTED, 0);
 }
 
@@ -203,19 +203,19 @@ void on_peer_gone(Id* id) {
   switch (id->state) {
     case IdState::Established:
     case IdState::ResponseReceived:
-      id->state = IdState::Disconnected;
+      set_state(id, IdState::Disconnected, "the peer is gone");
       queue_event(id, RDMA_CM_EVENT_DISCONNECTED, 0);
       break;
     case IdState::Accepted:
-      id->state = IdState::Failed;
+      set_state(id, IdState::Failed, "the peer is gone before its RTU");
       queue_event(id, RDMA_CM_EVENT_CONNECT_ERROR, -ECONNRESET);
       break;
     case IdState::ConnectSent:
-      id->state = IdState::Failed;
+      set_state(id, IdState::Failed, "the peer is gone before its REP");
       queue_event(id, RDMA_CM_EVENT_UNREACHABLE, -ECONNRESET);
       break;
     case IdState::RequestReceived:
-      id->state = IdState::Failed;  // rdma_accept will report it
+      set_state(id, IdState::Failed, "the peer is gone before rdma_accept");  // rdma_accept will report it
       break;
     default:
       break;
@@ -234,7 +234,7 @@ void handle(Id* id, const WireMessage& msg) {
       break;
     case MessageType::Rtu:
       if (id->state == IdState::Accepted) {
-        id->state = IdState::Established;
+        set_state(id, IdState::Established, "RTU");
         Event* ev = queue_event(id, RDMA_CM_EVENT_ESTABLISHED, 0);
         copy_private_data(ev, msg, 0);
         ev->pub.param.conn.private_data = nullptr;

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "cm_group_membership.hpp"
+#include "cm_id_state.hpp"
 #include "cm_wire.hpp"
 
 namespace softverbs::rdmacm {
@@ -63,21 +64,6 @@ struct Watch {
   int fd;
   Id* id;  // the listener for Incoming
   Channel* channel;
-};
-
-enum class IdState {
-  Idle,
-  AddrBound,
-  AddrResolved,
-  RouteResolved,
-  Listening,
-  ConnectSent,        // active: REQ sent, waiting for REP/REJ
-  ResponseReceived,   // active without QP: REP seen, waiting for rdma_establish
-  RequestReceived,    // passive: REQ seen, waiting for accept/reject
-  Accepted,           // passive: REP sent, waiting for RTU
-  Established,
-  Disconnected,
-  Failed,
 };
 
 struct Multicast {
@@ -118,7 +104,7 @@ struct NetLink {
 
 struct Id {
   rdma_cm_id pub{};  // first: rdma_cm_id* converts to Id*
-  IdState state = IdState::Idle;
+  IdState state = IdState::Idle;  // changed only through set_state (cm_id_state.hpp)
   bool sync = false;         // created without a channel: calls block
   Device* device = nullptr;  // bound device, or null (wildcard / unbound)
   int gid_index = 0;

@@ -2,7 +2,8 @@
 // exchange over an abstract-namespace unix SOCK_SEQPACKET socket to
 // establish a connection. They carry what the IB CM's REQ/REP/RTU/REJ/DREQ
 // and SIDR REQ/REP carry (docs/ARCHITECTURE.md, "Connection manager"), so
-// the state machine is the one the network CM will drive with real MADs.
+// the network CM drives the same state machine with real MADs (cm_mad.cpp
+// turns each message into its MAD and back).
 //
 // The socket doubles as the liveness signal: when a peer process dies, the
 // kernel closes its end and the survivor reads EOF (RDMA_CM_EVENT_DISCONNECTED).

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -46,7 +45,7 @@ Registry* Registry::open_or_create() {
   // A domain named on purpose is shared by name in /dev/shm (any user who
   // names it may join, as SOFTVERBS_DOMAIN_MODE allows); the default one
   // is this user's, in a directory no one else can plant files in.
-  const bool named = std::getenv("SOFTVERBS_DOMAIN") != nullptr;
+  const bool named = k.domain_in_environment;
   std::string path;
   if (named) {
     path = named_domain_registry(k.domain);

@@ -2,11 +2,11 @@
 
 #include <unistd.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "net/roce_frame.h"
+#include "util/knobs.h"
 #include "util/log.h"
 
 namespace sv::roce {
@@ -25,10 +25,7 @@ Capture& Capture::get() {
   return *c;
 }
 
-Capture::Capture() {
-  const char* prefix = std::getenv("SOFTVERBS_PCAP");
-  enabled_ = prefix && *prefix;
-}
+Capture::Capture() { enabled_ = !knobs().pcap_prefix.empty(); }
 
 void Capture::packet(const in6_addr& src, const in6_addr& dst, uint16_t src_port, uint16_t dst_port,
                      uint8_t traffic_class, const net::RocePacket& pkt, const uint8_t* payload, size_t len) {
@@ -47,7 +44,7 @@ void Capture::packet(const in6_addr& src, const in6_addr& dst, uint16_t src_port
   if (pid_ != getpid()) {
     writer_.close();
     pid_ = getpid();
-    std::string path = std::string(std::getenv("SOFTVERBS_PCAP")) + "." + std::to_string(pid_) + ".pcap";
+    std::string path = knobs().pcap_prefix + "." + std::to_string(pid_) + ".pcap";
     if (!writer_.open(path)) {
       SV_WARN("SOFTVERBS_PCAP: cannot write %s: %s", path.c_str(), writer_.last_error().c_str());
       enabled_ = false;

@@ -41,10 +41,12 @@ inline const in6_addr& as_in6(const ibv_gid& g) { return *reinterpret_cast<const
 // Packets a requester may have unacknowledged, and how often it asks for an
 // ACK. The window must cover the link's round trip: 512 packets gave
 // ib_write_bw ~1.5x the throughput of 64 on a veth (bench/results/
-// roce_latest.md was measured with 512), but such bursts overflow the
-// socket buffers and the forwarding between processes that share the port
-// under load (RETRY_EXC_ERR in e2e_roce_ib_write_bw_2pairs under ASan): 64
-// stays the default until the requester has flow control.
+// roce_latest.md was measured with 512). Such bursts once overflowed the
+// forwarding between processes that share the port under load
+// (RETRY_EXC_ERR in e2e_roce_ib_write_bw_2pairs under ASan), when every
+// packet for another process was a unix datagram of its own (the queue
+// holds 10); a GRO buffer whose packets are all for one other process now
+// goes whole (roce_forward.h), and 512 holds.
 inline constexpr uint32_t kWindowPackets = 512;
 inline constexpr uint32_t kAckRequestEvery = 64;
 // Responder resources kept to answer a repeated atomic without executing it again.

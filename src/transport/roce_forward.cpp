@@ -6,10 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 
 #include "shm/runtime_dir.h"
+#include "util/knobs.h"
 #include "util/log.h"
 #include "util/peer_credentials.h"
 #include "util/unix_socket_address.h"
@@ -39,11 +39,10 @@ sockaddr_un Forwarder::address_of(uint32_t slot, socklen_t* len) const {
 
 bool Forwarder::open(uint32_t slot) {
   // Where the sockets are, worked out once: forward() runs per packet.
-  const char* d = std::getenv("SOFTVERBS_DOMAIN");
-  const bool named = d && *d;
-  dir_ = named ? "" : shm::runtime_dir();
+  const Knobs& k = knobs();
+  dir_ = k.domain_named ? "" : shm::runtime_dir();
   file_prefix_ = "roce-" + std::to_string(own_netns_inode()) + "-";
-  abstract_prefix_ = "softverbs-" + (named ? std::string(d) : "uid" + std::to_string(getuid())) + "-roce-";
+  abstract_prefix_ = "softverbs-" + k.domain + "-roce-";
   // A unix datagram queue holds only net.unix.max_dgram_qlen (10) datagrams:
   // a burst waits a little for the receiver rather than being lost, but
   // never long (a stopped process must not stall everyone's packets).

@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 
+#include "util/knobs.h"
 #include "util/peer_credentials.h"
 #include "util/unix_socket_address.h"
 
@@ -22,16 +22,10 @@ namespace sv {
 inline constexpr char kHostServiceSocket[] = "softverbs-hostd";
 
 // SOFTVERBS_HOSTD=off (or 0): never use the service.
-inline bool host_service_wanted() {
-  const char* v = std::getenv("SOFTVERBS_HOSTD");
-  return !v || (std::strcmp(v, "off") != 0 && std::strcmp(v, "0") != 0);
-}
+inline bool host_service_wanted() { return knobs().use_host_service; }
 
 // The uid the service runs as besides root (SOFTVERBS_HOSTD_UID).
-inline uint32_t host_service_uid() {
-  const char* v = std::getenv("SOFTVERBS_HOSTD_UID");
-  return v && *v ? static_cast<uint32_t>(std::strtoul(v, nullptr, 10)) : 0;
-}
+inline uint32_t host_service_uid() { return knobs().host_service_uid; }
 
 // A connection to the service of this network namespace, or -1: none
 // runs, or SOFTVERBS_HOSTD=off, or the name's holder is not a uid we trust

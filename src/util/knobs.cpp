@@ -21,7 +21,10 @@ Knobs parse() {
       if (!std::strcmp(v, kNames[i])) k.log_level = i;
     if (v[0] >= '0' && v[0] <= '4') k.log_level = v[0] - '0';
   }
-  k.domain = env("SOFTVERBS_DOMAIN") ? env("SOFTVERBS_DOMAIN") : "uid" + std::to_string(getuid());
+  k.domain_named = env("SOFTVERBS_DOMAIN") != nullptr;
+  k.domain_in_environment = std::getenv("SOFTVERBS_DOMAIN") != nullptr;
+  k.domain = k.domain_named ? env("SOFTVERBS_DOMAIN") : "uid" + std::to_string(getuid());
+  if (const char* v = env("SOFTVERBS_RUNTIME_DIR")) k.runtime_dir = v;
   if (const char* v = env("SOFTVERBS_DOMAIN_MODE")) k.domain_mode = std::strtoul(v, nullptr, 8) & 0777;
   if (const char* v = env("SOFTVERBS_ARENA_GB")) {
     unsigned long gb = std::strtoul(v, nullptr, 10);
@@ -37,13 +40,23 @@ Knobs parse() {
   if (const char* v = env("SOFTVERBS_NET_SLICE_US")) k.net_slice_us = std::strtoul(v, nullptr, 10);
   if (const char* v = env("SOFTVERBS_MEMLOCK")) k.ignore_memlock = !std::strcmp(v, "ignore");
   if (const char* v = env("SOFTVERBS_LINK_LAYER")) k.infiniband = !std::strcmp(v, "infiniband") || !std::strcmp(v, "ib");
+  if (const char* v = env("SOFTVERBS_HOSTD")) k.use_host_service = std::strcmp(v, "off") != 0 && std::strcmp(v, "0") != 0;
+  if (const char* v = env("SOFTVERBS_HOSTD_UID")) k.host_service_uid = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
+  if (const char* v = env("SOFTVERBS_PCAP")) k.pcap_prefix = v;
   return k;
 }
 
 }  // namespace
 
+std::string knob_netdev() {
+  const char* v = env("SOFTVERBS_NETDEV");
+  return v ? v : "";
+}
+
 const Knobs& knobs() {
-  static const Knobs k = parse();
+  // Never destroyed: the network thread reads the strings (domain,
+  // pcap_prefix) while the process exits, after static destructors ran.
+  static const Knobs& k = *new Knobs(parse());
   return k;
 }
 

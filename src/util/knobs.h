@@ -18,6 +18,12 @@ enum class MemPath {
 struct Knobs {
   int log_level = 1;                 // SOFTVERBS_LOG: error|warn|info|debug|trace
   std::string domain;                // SOFTVERBS_DOMAIN: registry name (default uid<uid>)
+  bool domain_named = false;         // SOFTVERBS_DOMAIN set, not empty: a domain named on purpose, shared by name
+  // SOFTVERBS_DOMAIN in the environment at all, even empty. Only the registry
+  // asks this (shm/registry.cpp): an empty value still puts its registry in
+  // /dev/shm under the default name, as it always has.
+  bool domain_in_environment = false;
+  std::string runtime_dir;           // SOFTVERBS_RUNTIME_DIR: this user's state directory ("": util/runtime_dir_rules.h chooses)
   unsigned domain_mode = 0600;       // SOFTVERBS_DOMAIN_MODE: octal file mode of the registry
   uint64_t arena_bytes = 64ull << 30;  // SOFTVERBS_ARENA_GB: virtual size of each process arena
   MemPath mem_path = MemPath::kAuto;   // SOFTVERBS_MEM_PATH: auto|map|cma|bounce
@@ -26,9 +32,21 @@ struct Knobs {
   unsigned net_slice_us = 100;       // SOFTVERBS_NET_SLICE_US: network thread's scheduler slice (0: kernel default)
   bool ignore_memlock = false;       // SOFTVERBS_MEMLOCK=ignore: registrations not held to RLIMIT_MEMLOCK (core/pinned_pages.h)
   bool infiniband = false;           // SOFTVERBS_LINK_LAYER=infiniband: the port shows an IB link layer and LIDs (core/lid.h)
+  bool use_host_service = true;      // SOFTVERBS_HOSTD=off (or 0): never use the host service (util/host_service_socket.h)
+  uint32_t host_service_uid = 0;     // SOFTVERBS_HOSTD_UID: the uid the host service runs as besides root
+  std::string pcap_prefix;           // SOFTVERBS_PCAP: write packets to <prefix>.<pid>.pcap ("": no capture)
 };
 
 // Parsed on first use; stable for the life of the process.
 const Knobs& knobs();
+
+// Knobs read each time they are used, not once: a program may set them
+// after the knobs above were parsed, and what it set must count.
+
+// SOFTVERBS_NETDEV: the interface raw packet QPs use ("" when unset: the
+// first one that is up). Read when a raw port opens, because
+// tests/verbs/raw_packet_test.cpp sets it inside a running test process
+// (setenv, after earlier devices read the other knobs).
+std::string knob_netdev();
 
 }  // namespace sv

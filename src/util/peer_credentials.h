@@ -11,9 +11,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
+#include "util/knobs.h"
 #include "util/runtime_dir_rules.h"
 
 namespace sv {
@@ -61,10 +61,9 @@ inline uint32_t peer_uid(int fd) {
 inline bool is_trusted_uid(uint32_t uid) {
   if (uid == geteuid()) return true;
   static const bool shared_domain = [] {
-    const char* d = std::getenv("SOFTVERBS_DOMAIN");
-    if (!d || !*d) return false;
+    if (!knobs().domain_named) return false;
     struct stat st;
-    return stat(named_domain_registry(d).c_str(), &st) == 0 && (st.st_mode & 066) != 0;
+    return stat(named_domain_registry(knobs().domain).c_str(), &st) == 0 && (st.st_mode & 066) != 0;
   }();
   return shared_domain;
 }

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "util/shared_layout_version.h"
+#include "util/knobs.h"
 
 namespace sv {
 
@@ -71,7 +72,7 @@ inline std::string named_domain_registry(const std::string& domain) {
 inline RuntimeDirChoice choose_runtime_dir() {
   using namespace runtime_dir_detail;
   RuntimeDirChoice c;
-  if (const char* d = env("SOFTVERBS_RUNTIME_DIR")) {
+  if (const std::string& d = knobs().runtime_dir; !d.empty()) {
     if (make_ours(d)) {
       c.dir = d;
     } else {

@@ -10,7 +10,7 @@
 using namespace sv;
 
 SV_EXPORT_1_1(ibv_create_ah) ibv_ah* sv_ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
-  if (!pd || !attr) return abi::fail_ptr<ibv_ah>(EINVAL);
+  if (!pd || !attr) return abi::fail_null<ibv_ah>(EINVAL);
   return abi::guarded<ibv_ah*>(nullptr, [&]() -> ibv_ah* { return create_ah(Pd::from(pd), *attr); });
 }
 
@@ -55,7 +55,9 @@ SV_EXPORT ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, ui
 }
 
 // The MAC of a destination on this host is the MAC of the interface that
-// holds its address; softverbs cannot resolve others (no network transport).
+// holds its address; others are not resolved (EHOSTUNREACH): the RoCEv2
+// transport sends through kernel UDP sockets, which resolve the next hop
+// themselves, so nothing of ours needs a remote MAC.
 SV_EXPORT int ibv_resolve_eth_l2_from_gid(ibv_context* context, ibv_ah_attr* attr, uint8_t eth_mac[6],
                                           uint16_t* vid) {
   Context* ctx = Context::from(context);

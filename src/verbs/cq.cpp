@@ -12,12 +12,12 @@ int req_notify_cq_op(ibv_cq* cq, int solicited_only) { return req_notify_cq(Cq::
 
 ibv_cq_ex* create_cq_ex_op(ibv_context* context, ibv_cq_init_attr_ex* a) {
   constexpr uint32_t kKnownMask = IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD;
-  if (a->comp_mask & ~kKnownMask) return fail_ptr<ibv_cq_ex>(EINVAL);
-  if ((a->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) && a->parent_domain) return fail_ptr<ibv_cq_ex>(EOPNOTSUPP);
+  if (a->comp_mask & ~kKnownMask) return fail_null<ibv_cq_ex>(EINVAL);
+  if ((a->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) && a->parent_domain) return fail_null<ibv_cq_ex>(EOPNOTSUPP);
   if (a->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) {
     if (a->flags & ~(IBV_CREATE_CQ_ATTR_SINGLE_THREADED | IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN))
-      return fail_ptr<ibv_cq_ex>(EINVAL);
-    if (a->flags & IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN) return fail_ptr<ibv_cq_ex>(EOPNOTSUPP);
+      return fail_null<ibv_cq_ex>(EINVAL);
+    if (a->flags & IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN) return fail_null<ibv_cq_ex>(EOPNOTSUPP);
     // SINGLE_THREADED is a hint: the CQ stays safe for threads regardless.
   }
   return guarded<ibv_cq_ex*>(nullptr, [&]() -> ibv_cq_ex* {

@@ -53,7 +53,7 @@ SV_EXPORT_1_1(ibv_get_device_list) ibv_device** sv_ibv_get_device_list(int* num_
   // GID files up to date with the host's addresses, as the kernel keeps them.
   abi::refresh_sysfs_view();
   auto** list = static_cast<ibv_device**>(std::calloc(2, sizeof(ibv_device*)));
-  if (!list) return abi::fail_ptr<ibv_device*>(ENOMEM);
+  if (!list) return abi::fail_null<ibv_device*>(ENOMEM);
   list[0] = abi::the_device();
   if (num_devices) *num_devices = 1;
   return list;
@@ -68,7 +68,7 @@ SV_EXPORT_1_1(ibv_get_device_guid) __be64 sv_ibv_get_device_guid(ibv_device* dev
 SV_EXPORT int ibv_get_device_index(ibv_device* device) { return device == abi::the_device() ? 0 : -1; }
 
 SV_EXPORT_1_1(ibv_open_device) ibv_context* sv_ibv_open_device(ibv_device* device) {
-  if (device != abi::the_device()) return abi::fail_ptr<ibv_context>(ENODEV);
+  if (device != abi::the_device()) return abi::fail_null<ibv_context>(ENODEV);
   return abi::guarded<ibv_context*>(nullptr, [&]() -> ibv_context* {
     Context* ctx = Context::create(device);
     if (!ctx) return nullptr;

@@ -9,14 +9,14 @@
 namespace sv::abi {
 
 ibv_dm* alloc_dm_op(ibv_context* ctx, ibv_alloc_dm_attr* attr) {
-  if (!attr) return fail_ptr<ibv_dm>(EINVAL);
+  if (!attr) return fail_null<ibv_dm>(EINVAL);
   return guarded<ibv_dm*>(nullptr, [&] { return static_cast<ibv_dm*>(alloc_dm(Context::from(ctx), *attr)); });
 }
 
 int free_dm_op(ibv_dm* dm) { return free_dm(Dm::from(dm)); }
 
 ibv_mr* reg_dm_mr_op(ibv_pd* pd, ibv_dm* dm, uint64_t dm_offset, size_t length, unsigned int access) {
-  if (!dm) return fail_ptr<ibv_mr>(EINVAL);
+  if (!dm) return fail_null<ibv_mr>(EINVAL);
   return guarded<ibv_mr*>(nullptr, [&] {
     return static_cast<ibv_mr*>(reg_dm_mr(Pd::from(pd), Dm::from(dm), dm_offset, length, access));
   });

@@ -44,7 +44,7 @@ bool is_softverbs_cmd_fd(int fd) {
 // another address space, which this device cannot import yet.
 SV_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
   struct stat st;
-  if (fstat(cmd_fd, &st) != 0) return abi::fail_ptr<ibv_context>(EINVAL);
+  if (fstat(cmd_fd, &st) != 0) return abi::fail_null<ibv_context>(EINVAL);
   return abi::guarded<ibv_context*>(nullptr, [&]() -> ibv_context* {
     shm::Host* host = shm::Host::get();
     if (!host) return nullptr;
@@ -70,7 +70,7 @@ SV_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
 }
 
 SV_EXPORT ibv_pd* ibv_import_pd(ibv_context* context, uint32_t pd_handle) {
-  if (!context) return abi::fail_ptr<ibv_pd>(EINVAL);
+  if (!context) return abi::fail_null<ibv_pd>(EINVAL);
   return abi::guarded<ibv_pd*>(nullptr, [&] { return static_cast<ibv_pd*>(import_pd(Context::from(context), pd_handle)); });
 }
 
@@ -79,7 +79,7 @@ SV_EXPORT void ibv_unimport_pd(ibv_pd* pd) {
 }
 
 SV_EXPORT ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t mr_handle) {
-  if (!pd) return abi::fail_ptr<ibv_mr>(EINVAL);
+  if (!pd) return abi::fail_null<ibv_mr>(EINVAL);
   return abi::guarded<ibv_mr*>(nullptr, [&] { return static_cast<ibv_mr*>(import_mr(Pd::from(pd), mr_handle)); });
 }
 
@@ -88,7 +88,7 @@ SV_EXPORT void ibv_unimport_mr(ibv_mr* mr) {
 }
 
 SV_EXPORT ibv_dm* ibv_import_dm(ibv_context* context, uint32_t dm_handle) {
-  if (!context) return abi::fail_ptr<ibv_dm>(EINVAL);
+  if (!context) return abi::fail_null<ibv_dm>(EINVAL);
   return abi::guarded<ibv_dm*>(nullptr, [&] { return static_cast<ibv_dm*>(import_dm(Context::from(context), dm_handle)); });
 }
 

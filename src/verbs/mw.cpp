@@ -7,7 +7,7 @@
 namespace sv::abi {
 
 ibv_mw* alloc_mw_op(ibv_pd* pd, ibv_mw_type type) {
-  if (!pd) return fail_ptr<ibv_mw>(EINVAL);
+  if (!pd) return fail_null<ibv_mw>(EINVAL);
   return guarded<ibv_mw*>(nullptr, [&] { return static_cast<ibv_mw*>(alloc_mw(Pd::from(pd), type)); });
 }
 

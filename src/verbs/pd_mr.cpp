@@ -12,7 +12,7 @@ SV_EXPORT_1_1(ibv_alloc_pd) ibv_pd* sv_ibv_alloc_pd(ibv_context* context) {
 SV_EXPORT_1_1(ibv_dealloc_pd) int sv_ibv_dealloc_pd(ibv_pd* pd) { return dealloc_pd(Pd::from(pd)); }
 
 SV_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access) {
-  if (!pd) return abi::fail_ptr<ibv_mr>(EINVAL);
+  if (!pd) return abi::fail_null<ibv_mr>(EINVAL);
   return abi::guarded<ibv_mr*>(nullptr, [&] {
     return static_cast<ibv_mr*>(reg_mr(Pd::from(pd), addr, length, iova, access));
   });
@@ -28,7 +28,7 @@ SV_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_
 }
 
 SV_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int, int) {
-  return abi::fail_ptr<ibv_mr>(EOPNOTSUPP);  // no dma-buf exporters reach a software device
+  return abi::fail_null<ibv_mr>(EOPNOTSUPP);  // no dma-buf exporters reach a software device
 }
 
 SV_EXPORT_1_1(ibv_rereg_mr) int sv_ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {

@@ -21,7 +21,7 @@ ibv_qp* create_qp_ex_op(ibv_context* context, ibv_qp_init_attr_ex* attr) {
 }  // namespace sv::abi
 
 SV_EXPORT_1_1(ibv_create_qp) ibv_qp* sv_ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
-  if (!pd || !attr) return abi::fail_ptr<ibv_qp>(EINVAL);
+  if (!pd || !attr) return abi::fail_null<ibv_qp>(EINVAL);
   ibv_qp_init_attr_ex ex{};
   std::memcpy(&ex, attr, sizeof *attr);
   ex.comp_mask = IBV_QP_INIT_ATTR_PD;

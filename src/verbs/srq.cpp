@@ -16,18 +16,18 @@ int post_srq_recv_op(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
 ibv_srq* create_srq_ex_op(ibv_context* context, ibv_srq_init_attr_ex* a) {
   constexpr uint32_t kKnown = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD |
                               IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
-  if (a->comp_mask & ~kKnown) return fail_ptr<ibv_srq>(EINVAL);
-  if (!(a->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !a->pd) return fail_ptr<ibv_srq>(EINVAL);
+  if (a->comp_mask & ~kKnown) return fail_null<ibv_srq>(EINVAL);
+  if (!(a->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !a->pd) return fail_null<ibv_srq>(EINVAL);
   int type = (a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? raw_enum(a->srq_type) : IBV_SRQT_BASIC;
-  if (type == IBV_SRQT_TM) return fail_ptr<ibv_srq>(EOPNOTSUPP);
-  if (type != IBV_SRQT_BASIC && type != IBV_SRQT_XRC) return fail_ptr<ibv_srq>(EINVAL);
+  if (type == IBV_SRQT_TM) return fail_null<ibv_srq>(EOPNOTSUPP);
+  if (type != IBV_SRQT_BASIC && type != IBV_SRQT_XRC) return fail_null<ibv_srq>(EINVAL);
   // An XRC SRQ needs its domain and the CQ its receive completions go to.
   Xrcd* xrcd = nullptr;
   Cq* cq = nullptr;
   if (type == IBV_SRQT_XRC) {
     if (!(a->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !a->xrcd || !(a->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !a->cq ||
         a->xrcd->context != context || a->cq->context != context)
-      return fail_ptr<ibv_srq>(EINVAL);
+      return fail_null<ibv_srq>(EINVAL);
     xrcd = Xrcd::from(a->xrcd);
     cq = Cq::from(a->cq);
   }

@@ -9,7 +9,7 @@
 namespace sv::abi {
 
 ibv_xrcd* open_xrcd_op(ibv_context* ctx, ibv_xrcd_init_attr* attr) {
-  if (!attr) return fail_ptr<ibv_xrcd>(EINVAL);
+  if (!attr) return fail_null<ibv_xrcd>(EINVAL);
   return guarded<ibv_xrcd*>(nullptr, [&]() -> ibv_xrcd* {
     Xrcd* x = open_xrcd(Context::from(ctx), *attr);
     return x ? x->ibv() : nullptr;
@@ -25,7 +25,7 @@ int get_srq_num_op(ibv_srq* srq, uint32_t* srq_num) {
 }
 
 ibv_qp* open_qp_op(ibv_context* ctx, ibv_qp_open_attr* attr) {
-  if (!attr) return fail_ptr<ibv_qp>(EINVAL);
+  if (!attr) return fail_null<ibv_qp>(EINVAL);
   return guarded<ibv_qp*>(nullptr, [&]() -> ibv_qp* {
     Qp* qp = open_qp(Context::from(ctx), *attr);
     return qp ? qp->ibv() : nullptr;

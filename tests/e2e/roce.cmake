@@ -175,7 +175,7 @@ set_tests_properties(e2e_forward_socket_foreign_user PROPERTIES ENVIRONMENT "${E
 add_test(NAME e2e_roce_port_taken COMMAND ${CMAKE_CURRENT_LIST_DIR}/roce_port_taken.sh)
 set_tests_properties(e2e_roce_port_taken PROPERTIES ENVIRONMENT "${E2E_ENV}" LABELS "e2e;roce" TIMEOUT 120 SKIP_RETURN_CODE 77)
 add_executable(hostd_inject ${CMAKE_CURRENT_LIST_DIR}/hostd_inject.cpp)
-target_link_libraries(hostd_inject PRIVATE softverbs_net)
+target_link_libraries(hostd_inject PRIVATE softverbs_net softverbs_util)  # util: the knobs (SOFTVERBS_HOSTD_UID)
 target_include_directories(hostd_inject PRIVATE ${PROJECT_SOURCE_DIR}/src)
 add_test(NAME e2e_hostd_two_users COMMAND ${CMAKE_CURRENT_LIST_DIR}/hostd_two_users.sh $<TARGET_FILE:softverbs_hostd>
   $<TARGET_FILE:hostd_inject> $<TARGET_FILE:softverbs_stat>)
