@@ -233,6 +233,8 @@ Response Engine::send_unreliable(const Message& m) {
 Response Engine::start_reliable(const Message& m) {
   Sender& s = senders[m.src_qpn];  // (ready_to_send made it)
   const SendParams& p = s.params;
+  if (__builtin_expect(!s.answers, 0))  // a QP that never became ready to send here: its answers would be lost
+    SV_ERROR("QP %#x sends RC over the network without having told the transport it is ready to send", m.src_qpn);
   Outbound& o = s.out.emplace_back();
   o.token = m.token;
   o.dst = *m.dst;
