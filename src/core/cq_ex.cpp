@@ -4,6 +4,7 @@
 
 #include "core/cq.h"
 #include "core/qp.h"
+#include "util/c_boundary.h"
 #include "util/clock.h"
 
 namespace sv {
@@ -21,7 +22,8 @@ int load_current(Cq* cq) {
 int start_poll(ibv_cq_ex* c, ibv_poll_cq_attr* attr) {
   if (attr && attr->comp_mask) return EINVAL;
   Cq* cq = cq_of(c);
-  if (!maybe_ready(cq)) ready_after_progress(cq);
+  // (An entry point from C: the network's progress may not throw through it.)
+  if (!maybe_ready(cq)) (void)c_boundary::guarded(false, ENOMEM, [cq] { return ready_after_progress(cq); });
   cq->poll_mu.lock();
   if (cq->shared->attention.load(std::memory_order_relaxed)) handle_qp_attention(cq);
   int rc = load_current(cq);

@@ -25,12 +25,17 @@ void wr_start(ibv_qp_ex* q) {
   if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) qp->batch_error = EINVAL;
 }
 
+// An entry point from C (the inline ibv_wr_complete): nothing escapes it,
+// and sq_mu is let go whatever happens (util/c_boundary.h).
 int wr_complete(ibv_qp_ex* q) {
   Qp* qp = qp_of(q);
   int rc = qp->batch_error;
   if (!rc) {
     qp->sq_tail = qp->batch_tail;
-    run_send_queue_locked(qp);
+    try {
+      run_send_queue_locked(qp);
+    } catch (...) {  // (the batch is posted; it runs on at the next post or poll)
+    }
   }
   qp->batch_cur = nullptr;
   qp->sq_mu.unlock();

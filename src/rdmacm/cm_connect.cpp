@@ -278,27 +278,33 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_reject(struct rdma_cm_id* cm_id,
                                                    const void* private_data,
                                                    uint8_t private_data_len) {
   if (!cm_id) return fail(EINVAL);
-  CmLock lock(cm_mutex());
-  return do_reject(id_of(cm_id), private_data, private_data_len, kRejConsumerDefined);
+  return guarded(-1, [&] {
+    CmLock lock(cm_mutex());
+    return do_reject(id_of(cm_id), private_data, private_data_len, kRejConsumerDefined);
+  });
 }
 
 extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_reject_ece(struct rdma_cm_id* cm_id,
                                                        const void* private_data,
                                                        uint8_t private_data_len) {
   if (!cm_id) return fail(EINVAL);
-  CmLock lock(cm_mutex());
-  return do_reject(id_of(cm_id), private_data, private_data_len, kRejVendorOptionNotSupported);
+  return guarded(-1, [&] {
+    CmLock lock(cm_mutex());
+    return do_reject(id_of(cm_id), private_data, private_data_len, kRejVendorOptionNotSupported);
+  });
 }
 
 extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_establish(struct rdma_cm_id* cm_id) {
   if (!cm_id) return fail(EINVAL);
-  CmLock lock(cm_mutex());
-  Id* id = id_of(cm_id);
-  // With a QP, the library established the connection itself.
-  if (cm_id->qp || id->state != IdState::ResponseReceived) return fail(EINVAL);
-  if (send_message(id, message_from(id, MessageType::Rtu)) != 0) return fail(ECONNRESET);
-  set_state(id, IdState::Established, "rdma_establish; RTU sent");
-  return 0;
+  return guarded(-1, [&] {
+    CmLock lock(cm_mutex());
+    Id* id = id_of(cm_id);
+    // With a QP, the library established the connection itself.
+    if (cm_id->qp || id->state != IdState::ResponseReceived) return fail(EINVAL);
+    if (send_message(id, message_from(id, MessageType::Rtu)) != 0) return fail(ECONNRESET);
+    set_state(id, IdState::Established, "rdma_establish; RTU sent");
+    return 0;
+  });
 }
 
 extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_disconnect(struct rdma_cm_id* cm_id) {

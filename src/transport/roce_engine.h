@@ -323,5 +323,9 @@ class EngineLock {
 // process it is for, or answered as the CM answers the unknown.
 void deliver_to_gsi(Engine& e, const net::RocePacket& pkt, const PacketAddrs& from);
 
+// Memory ran out on the data path (roce_transport.cpp): said once; what was
+// in hand is dropped as a lost packet.
+void out_of_memory();
+
 }  // namespace roce
 }  // namespace sv

@@ -235,7 +235,9 @@ Response Engine::start_reliable(const Message& m) {
   const SendParams& p = s.params;
   if (__builtin_expect(!s.answers, 0))  // a QP that never became ready to send here: its answers would be lost
     SV_ERROR("QP %#x sends RC over the network without having told the transport it is ready to send", m.src_qpn);
-  Outbound& o = s.out.emplace_back();
+  // Built whole before it joins the queue: should a copy fail for want of
+  // memory, nothing has changed (RoceTransport::deliver: a lost packet).
+  Outbound o;
   o.token = m.token;
   o.dst = *m.dst;
   o.req = request_of(m);
@@ -251,7 +253,8 @@ Response Engine::start_reliable(const Message& m) {
   }
   o.npsn = psns_of(o.req);
   o.req.first_psn = s.next_psn;
-  s.next_psn = psn_add(s.next_psn, o.npsn);
+  s.out.push_back(std::move(o));
+  s.next_psn = psn_add(s.next_psn, s.out.back().npsn);
   if (s.out.size() == 1) {  // the timer starts with the first unanswered message
     s.timeout = p.timeout;
     s.retry_cnt = retry_budget(p.retry_cnt);

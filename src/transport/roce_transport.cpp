@@ -50,6 +50,17 @@ namespace {
 // For the fork and exit handlers, which take no argument.
 Nic* g_nic = nullptr;
 
+}  // namespace
+
+// Memory ran out on the data path: what was in hand is dropped, as a lost
+// packet (reliable messages are sent again). Said once.
+void out_of_memory() {
+  static std::atomic<bool> told{false};
+  if (!told.exchange(true)) SV_WARN("out of memory on the RoCEv2 data path: packets dropped (RC sends them again)");
+}
+
+namespace {
+
 std::mutex g_start_mu;
 std::atomic<bool> g_started{false};
 // Held by the thread draining the sockets: the network thread, or an
@@ -327,30 +338,36 @@ void network_thread(Nic* nic) {
     pollfd fds[4] = {{n.port.sock.fd4(), POLLIN, 0}, {n.port.sock.fd6(), POLLIN, 0},
                      {service ? service->fd() : n.port.fwd.fd(), POLLIN, 0}, {n.port.timer_fd, POLLIN, 0}};
     if (poll(fds, 4, owner ? -1 : 1000) < 0 && errno != EINTR) return;
-    if (fds[3].revents & POLLIN) {
-      uint64_t expirations;
-      (void)!read(n.port.timer_fd, &expirations, sizeof expirations);
-      std::lock_guard g(e.mu);
-      e.armed_ns = 0;
+    // (Memory that cannot be had drops what was in hand, as a lost packet;
+    // the thread goes on.)
+    try {
+      if (fds[3].revents & POLLIN) {
+        uint64_t expirations;
+        (void)!read(n.port.timer_fd, &expirations, sizeof expirations);
+        std::lock_guard g(e.mu);
+        e.armed_ns = 0;
+      }
+      if (!owner && monotonic_ns() >= next_try_ns) {
+        next_try_ns = monotonic_ns() + 1'000'000'000;
+        std::lock_guard rx(g_rx_mu);
+        EngineLock g(e);
+        n.port.sock.try_own();
+      }
+      if ((fds[0].revents | fds[1].revents | fds[2].revents) & (POLLIN | POLLHUP)) {
+        std::lock_guard rx(g_rx_mu);
+        drain(n, slots, 256,  // bounded, so timers get their turn
+              Readable{(fds[0].revents & POLLIN) != 0, (fds[1].revents & POLLIN) != 0,
+                       (fds[2].revents & (POLLIN | POLLHUP)) != 0});
+      }
+      {
+        EngineLock g(e);
+        e.on_timers(monotonic_ns());
+        e.rearm = true;  // the alarm, for whatever is due next
+      }
+      e.hand_over_answers();
+    } catch (const std::bad_alloc&) {
+      out_of_memory();
     }
-    if (!owner && monotonic_ns() >= next_try_ns) {
-      next_try_ns = monotonic_ns() + 1'000'000'000;
-      std::lock_guard rx(g_rx_mu);
-      EngineLock g(e);
-      n.port.sock.try_own();
-    }
-    if ((fds[0].revents | fds[1].revents | fds[2].revents) & (POLLIN | POLLHUP)) {
-      std::lock_guard rx(g_rx_mu);
-      drain(n, slots, 256,  // bounded, so timers get their turn
-            Readable{(fds[0].revents & POLLIN) != 0, (fds[1].revents & POLLIN) != 0,
-                     (fds[2].revents & (POLLIN | POLLHUP)) != 0});
-    }
-    {
-      EngineLock g(e);
-      e.on_timers(monotonic_ns());
-      e.rearm = true;  // the alarm, for whatever is due next
-    }
-    e.hand_over_answers();
   }
 }
 
@@ -402,16 +419,17 @@ void RoceTransport::listen() {
 Response RoceTransport::deliver(const Message& m) {
   listen();
   roce::Engine& e = nic_.engine;
-  if (m.qp_type == IBV_QPT_UD || m.qp_type == IBV_QPT_UC) {
+  // Memory for a packet or a payload's copy that cannot be had is a packet
+  // lost on the wire: UC and UD messages vanish, an RC message is tried
+  // again after the ACK timeout (the requester's kNoResponse).
+  try {
     roce::EngineLock g(e);
-    return e.send_unreliable(m);
+    if (m.qp_type == IBV_QPT_UD || m.qp_type == IBV_QPT_UC) return e.send_unreliable(m);
+    return e.start_reliable(m);  // arms the network thread's alarm if need be (EngineLock)
+  } catch (const std::bad_alloc&) {
+    roce::out_of_memory();
+    return Response{is_reliable(m.qp_type) ? Outcome::kNoResponse : Outcome::kDropped, 0};
   }
-  Response r;
-  {
-    roce::EngineLock g(e);
-    r = e.start_reliable(m);  // arms the network thread's alarm if need be (EngineLock)
-  }
-  return r;
 }
 
 void RoceTransport::progress() {
@@ -427,10 +445,18 @@ void RoceTransport::progress() {
       sched_yield();
       return;
     }
-    thread_local roce::ReceiveSlots slots;
-    roce::drain(nic_, slots, 64);
+    try {
+      thread_local roce::ReceiveSlots slots;
+      roce::drain(nic_, slots, 64);
+    } catch (const std::bad_alloc&) {
+      roce::out_of_memory();  // what was in hand is lost, as packets on a wire
+    }
   }
-  e.hand_over_answers();
+  try {
+    e.hand_over_answers();
+  } catch (const std::bad_alloc&) {
+    roce::out_of_memory();
+  }
 }
 
 void RoceTransport::drop_sends(uint32_t qpn) {

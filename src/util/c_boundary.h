@@ -64,4 +64,19 @@ void guarded_void(int other_errno, F&& body) noexcept {
   }
 }
 
+// A post verb (ibv_post_send, ibv_post_recv, ibv_post_srq_recv): `body`'s
+// errno value; should it throw, ENOMEM with the first work request as the
+// one that failed. Nothing on the data path is expected to allocate (the
+// transports take an allocation failure as a lost packet): this only keeps
+// an exception from ever reaching C.
+template <class Wr, class F>
+int guarded_post(Wr* wr, Wr** bad, F&& body) noexcept {
+  try {
+    return std::forward<F>(body)();
+  } catch (...) {
+    if (bad) *bad = wr;
+    return ENOMEM;
+  }
+}
+
 }  // namespace sv::c_boundary

@@ -33,4 +33,6 @@ Ret guarded(Ret on_error, Fn&& fn) noexcept {
   return c_boundary::guarded(on_error, ENOMEM, std::forward<Fn>(fn));
 }
 
+using c_boundary::guarded_post;
+
 }  // namespace sv::abi

@@ -7,7 +7,10 @@ using namespace sv;
 
 namespace sv::abi {
 
-int poll_cq_op(ibv_cq* cq, int n, ibv_wc* wc) { return poll_cq(Cq::from(cq), n, wc); }
+// (A negative count is ibv_poll_cq's failure; errno ENOMEM should anything throw.)
+int poll_cq_op(ibv_cq* cq, int n, ibv_wc* wc) {
+  return guarded<int>(-1, [&] { return poll_cq(Cq::from(cq), n, wc); });
+}
 int req_notify_cq_op(ibv_cq* cq, int solicited_only) { return req_notify_cq(Cq::from(cq), solicited_only); }
 
 ibv_cq_ex* create_cq_ex_op(ibv_context* context, ibv_cq_init_attr_ex* a) {

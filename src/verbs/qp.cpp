@@ -8,8 +8,12 @@ using namespace sv;
 
 namespace sv::abi {
 
-int post_send_op(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) { return post_send(Qp::from(qp), wr, bad); }
-int post_recv_op(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) { return post_recv(Qp::from(qp), wr, bad); }
+int post_send_op(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  return guarded_post(wr, bad, [&] { return post_send(Qp::from(qp), wr, bad); });
+}
+int post_recv_op(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  return guarded_post(wr, bad, [&] { return post_recv(Qp::from(qp), wr, bad); });
+}
 
 ibv_qp* create_qp_ex_op(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   return guarded<ibv_qp*>(nullptr, [&]() -> ibv_qp* {

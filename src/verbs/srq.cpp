@@ -10,7 +10,7 @@ using namespace sv;
 namespace sv::abi {
 
 int post_srq_recv_op(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
-  return post_srq_recv(Srq::from(srq), wr, bad);
+  return guarded_post(wr, bad, [&] { return post_srq_recv(Srq::from(srq), wr, bad); });
 }
 
 ibv_srq* create_srq_ex_op(ibv_context* context, ibv_srq_init_attr_ex* a) {

@@ -55,5 +55,20 @@ TEST(CBoundary, OtherExceptionsGetTheLibrarysErrno) {
   EXPECT_EQ(errno, EIO);
 }
 
+// A post verb that throws fails as a whole: ENOMEM, the first work request
+// named as the bad one; one that does not throw answers as it would.
+TEST(CBoundary, APostThatThrowsNamesItsFirstWorkRequest) {
+  struct Wr {
+    int id;
+  } first{1}, second{2};
+  Wr* bad = &second;
+  EXPECT_EQ(guarded_post(&first, &bad, []() -> int { throw std::bad_alloc(); }), ENOMEM);
+  EXPECT_EQ(bad, &first);
+  bad = nullptr;
+  EXPECT_EQ(guarded_post(&first, &bad, [&] { bad = &second; return EINVAL; }), EINVAL);
+  EXPECT_EQ(bad, &second);
+  EXPECT_EQ(guarded_post(&first, static_cast<Wr**>(nullptr), [] { return 0; }), 0);
+}
+
 }  // namespace
 }  // namespace sv::c_boundary
