@@ -1,11 +1,11 @@
-#include "cm_messages.hpp"
+#include "cm_messages.h"
 
 #include <algorithm>
 #include <type_traits>
 
-#include "bit_field.hpp"
+#include "bit_field.h"
 
-namespace softverbs::ibcm {
+namespace sv::ibcm {
 namespace {
 
 constexpr size_t kCmDataSize = kMadSize - kMadHeaderSize;  // 232
@@ -203,15 +203,15 @@ void walk(Io& io, M& m) requires std::is_same_v<std::remove_const_t<M>, SidrRep>
 
 template <class T>
 constexpr CmAttribute attribute_for() {
-  if constexpr (std::is_same_v<T, Req>) return CmAttribute::Req;
-  else if constexpr (std::is_same_v<T, Mra>) return CmAttribute::Mra;
-  else if constexpr (std::is_same_v<T, Rej>) return CmAttribute::Rej;
-  else if constexpr (std::is_same_v<T, Rep>) return CmAttribute::Rep;
-  else if constexpr (std::is_same_v<T, Rtu>) return CmAttribute::Rtu;
-  else if constexpr (std::is_same_v<T, Dreq>) return CmAttribute::Dreq;
-  else if constexpr (std::is_same_v<T, Drep>) return CmAttribute::Drep;
-  else if constexpr (std::is_same_v<T, SidrReq>) return CmAttribute::SidrReq;
-  else return CmAttribute::SidrRep;
+  if constexpr (std::is_same_v<T, Req>) return CmAttribute::kReq;
+  else if constexpr (std::is_same_v<T, Mra>) return CmAttribute::kMra;
+  else if constexpr (std::is_same_v<T, Rej>) return CmAttribute::kRej;
+  else if constexpr (std::is_same_v<T, Rep>) return CmAttribute::kRep;
+  else if constexpr (std::is_same_v<T, Rtu>) return CmAttribute::kRtu;
+  else if constexpr (std::is_same_v<T, Dreq>) return CmAttribute::kDreq;
+  else if constexpr (std::is_same_v<T, Drep>) return CmAttribute::kDrep;
+  else if constexpr (std::is_same_v<T, SidrReq>) return CmAttribute::kSidrReq;
+  else return CmAttribute::kSidrRep;
 }
 
 template <class T>
@@ -246,49 +246,49 @@ std::array<uint8_t, kMadSize> encode(const CmMessage& msg) {
 
 const char* to_string(DecodeError e) {
   switch (e) {
-    case DecodeError::None: return "ok";
-    case DecodeError::ShortBuffer: return "shorter than a MAD";
-    case DecodeError::BadBaseVersion: return "MAD base version is not 1";
-    case DecodeError::BadClass: return "management class is not CM";
-    case DecodeError::BadClassVersion: return "CM class version is not 2";
-    case DecodeError::BadMethod: return "method is not Send";
-    case DecodeError::UnknownAttribute: return "unknown or unsupported CM attribute";
-    case DecodeError::BadLength: return "information length beyond its area";
+    case DecodeError::kNone: return "ok";
+    case DecodeError::kShortBuffer: return "shorter than a MAD";
+    case DecodeError::kBadBaseVersion: return "MAD base version is not 1";
+    case DecodeError::kBadClass: return "management class is not CM";
+    case DecodeError::kBadClassVersion: return "CM class version is not 2";
+    case DecodeError::kBadMethod: return "method is not Send";
+    case DecodeError::kUnknownAttribute: return "unknown or unsupported CM attribute";
+    case DecodeError::kBadLength: return "information length beyond its area";
   }
   return "unknown error";
 }
 
 DecodeError decode(std::span<const uint8_t> bytes, CmMessage& out) {
-  if (bytes.size() < kMadSize) return DecodeError::ShortBuffer;
+  if (bytes.size() < kMadSize) return DecodeError::kShortBuffer;
   std::span<const uint8_t, kMadSize> mad = bytes.first<kMadSize>();
   MadHeader h = decode_mad_header(mad.first<kMadHeaderSize>());
-  if (h.base_version != kMadBaseVersion) return DecodeError::BadBaseVersion;
-  if (h.mgmt_class != kCmClass) return DecodeError::BadClass;
-  if (h.class_version != kCmClassVersion) return DecodeError::BadClassVersion;
-  if (h.method != kMethodSend) return DecodeError::BadMethod;
+  if (h.base_version != kMadBaseVersion) return DecodeError::kBadBaseVersion;
+  if (h.mgmt_class != kCmClass) return DecodeError::kBadClass;
+  if (h.class_version != kCmClassVersion) return DecodeError::kBadClassVersion;
+  if (h.method != kMethodSend) return DecodeError::kBadMethod;
 
   CmBody body;
   switch (static_cast<CmAttribute>(h.attribute_id)) {
-    case CmAttribute::Req: body = read_body<Req>(mad); break;
-    case CmAttribute::Mra: body = read_body<Mra>(mad); break;
-    case CmAttribute::Rej: body = read_body<Rej>(mad); break;
-    case CmAttribute::Rep: body = read_body<Rep>(mad); break;
-    case CmAttribute::Rtu: body = read_body<Rtu>(mad); break;
-    case CmAttribute::Dreq: body = read_body<Dreq>(mad); break;
-    case CmAttribute::Drep: body = read_body<Drep>(mad); break;
-    case CmAttribute::SidrReq: body = read_body<SidrReq>(mad); break;
-    case CmAttribute::SidrRep: body = read_body<SidrRep>(mad); break;
-    default: return DecodeError::UnknownAttribute;
+    case CmAttribute::kReq: body = read_body<Req>(mad); break;
+    case CmAttribute::kMra: body = read_body<Mra>(mad); break;
+    case CmAttribute::kRej: body = read_body<Rej>(mad); break;
+    case CmAttribute::kRep: body = read_body<Rep>(mad); break;
+    case CmAttribute::kRtu: body = read_body<Rtu>(mad); break;
+    case CmAttribute::kDreq: body = read_body<Dreq>(mad); break;
+    case CmAttribute::kDrep: body = read_body<Drep>(mad); break;
+    case CmAttribute::kSidrReq: body = read_body<SidrReq>(mad); break;
+    case CmAttribute::kSidrRep: body = read_body<SidrRep>(mad); break;
+    default: return DecodeError::kUnknownAttribute;
   }
   if (const Rej* rej = std::get_if<Rej>(&body); rej && rej->reject_info_length > kRejAriSize)
-    return DecodeError::BadLength;
+    return DecodeError::kBadLength;
   if (const SidrRep* rep = std::get_if<SidrRep>(&body);
       rep && rep->additional_information_length > kSidrRepInfoSize)
-    return DecodeError::BadLength;
+    return DecodeError::kBadLength;
 
   out.transaction_id = h.transaction_id;
   out.body = std::move(body);
-  return DecodeError::None;
+  return DecodeError::kNone;
 }
 
-}  // namespace softverbs::ibcm
+}  // namespace sv::ibcm

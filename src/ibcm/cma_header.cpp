@@ -1,11 +1,11 @@
-#include "cma_header.hpp"
+#include "cma_header.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "bit_field.hpp"
+#include "bit_field.h"
 
-namespace softverbs::ibcm {
+namespace sv::ibcm {
 namespace {
 
 constexpr BitField kVersion{0, 0, 8};
@@ -20,7 +20,7 @@ constexpr size_t kIpv4InAddr = 12;  // where an IPv4 address sits in its 16 byte
 std::optional<IpService> parse_ip_service_id(uint64_t service_id) {
   if ((service_id & kIpServiceIdMask) != kIpServiceIdPrefix) return std::nullopt;
   auto ps = static_cast<PortSpace>(service_id >> 16);
-  if (ps != PortSpace::Tcp && ps != PortSpace::Udp && ps != PortSpace::Ib) return std::nullopt;
+  if (ps != PortSpace::kTcp && ps != PortSpace::kUdp && ps != PortSpace::kIb) return std::nullopt;
   return IpService{ps, static_cast<uint16_t>(service_id)};
 }
 
@@ -105,4 +105,4 @@ std::optional<CmaHeader> decode_cma_header(std::span<const uint8_t> in) {
   return h;
 }
 
-}  // namespace softverbs::ibcm
+}  // namespace sv::ibcm

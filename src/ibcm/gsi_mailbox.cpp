@@ -1,4 +1,4 @@
-#include "gsi_mailbox.hpp"
+#include "gsi_mailbox.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -6,22 +6,22 @@
 #include <cstdio>
 #include <cstring>
 
-#include "cm_messages.hpp"
-#include "cma_header.hpp"
+#include "cm_messages.h"
+#include "cma_header.h"
 #include "util/knobs.h"
 #include "util/runtime_dir_rules.h"
 #include "util/unix_socket_address.h"
 
-namespace softverbs::ibcm {
+namespace sv::ibcm {
 
 std::string domain_name() { return sv::knobs().domain; }
 
 const char* port_space_name(uint16_t port_space) {
   switch (static_cast<PortSpace>(port_space)) {
-    case PortSpace::Tcp: return "tcp";
-    case PortSpace::Udp: return "udp";
-    case PortSpace::Ipoib: return "ipoib";
-    case PortSpace::Ib: return "ib";
+    case PortSpace::kTcp: return "tcp";
+    case PortSpace::kUdp: return "udp";
+    case PortSpace::kIpoib: return "ipoib";
+    case PortSpace::kIb: return "ib";
   }
   return "ps";
 }
@@ -98,7 +98,7 @@ std::vector<std::string> listeners_for(uint64_t service_id, std::span<const uint
 
 std::vector<std::string> mailboxes_for(std::span<const uint8_t> mad) {
   CmMessage msg;
-  if (decode(mad, msg) != DecodeError::None) return {};
+  if (decode(mad, msg) != DecodeError::kNone) return {};
   return std::visit(
       [](const auto& m) -> std::vector<std::string> {
         using T = std::decay_t<decltype(m)>;
@@ -112,4 +112,4 @@ std::vector<std::string> mailboxes_for(std::span<const uint8_t> mad) {
       msg.body);
 }
 
-}  // namespace softverbs::ibcm
+}  // namespace sv::ibcm

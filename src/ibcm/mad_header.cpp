@@ -1,8 +1,8 @@
-#include "mad_header.hpp"
+#include "mad_header.h"
 
-#include "bit_field.hpp"
+#include "bit_field.h"
 
-namespace softverbs::ibcm {
+namespace sv::ibcm {
 namespace {
 
 constexpr BitField kBaseVersion{0, 0, 8};
@@ -45,4 +45,4 @@ MadHeader decode_mad_header(std::span<const uint8_t, kMadHeaderSize> mad) {
   return h;
 }
 
-}  // namespace softverbs::ibcm
+}  // namespace sv::ibcm

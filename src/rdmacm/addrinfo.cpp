@@ -32,11 +32,11 @@
 #include <cstring>
 #include <memory>
 
-#include "addrinfo_hints.hpp"
-#include "c_boundary.hpp"
-#include "ib_sockaddr.hpp"
+#include "addrinfo_hints.h"
+#include "c_boundary.h"
+#include "ib_sockaddr.h"
 
-using namespace softverbs::rdmacm;
+using namespace sv::rdmacm;
 
 namespace {
 

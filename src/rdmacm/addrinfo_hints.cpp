@@ -1,13 +1,13 @@
 // Translation between rdma_addrinfo hints and getaddrinfo (see
-// addrinfo_hints.hpp).
-#include "addrinfo_hints.hpp"
+// addrinfo_hints.h).
+#include "addrinfo_hints.h"
 
 #include <infiniband/ib.h>
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 
 namespace {
 
@@ -92,4 +92,4 @@ int port_space_for(const rdma_addrinfo& hints, const addrinfo& answer) noexcept 
   }
 }
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm

@@ -1,6 +1,6 @@
 // rdma_bind_addr, rdma_resolve_addr, rdma_resolve_route, and the address
-// and socket-name helpers of cm_address.hpp.
-#include "cm_address.hpp"
+// and socket-name helpers of cm_address.h.
+#include "cm_address.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -11,15 +11,15 @@
 #include <cstring>
 #include <random>
 
-#include "c_boundary.hpp"
-#include "cm_device.hpp"
-#include "cm_protocol.hpp"
-#include "cm_state.hpp"
-#include "ibcm/gsi_mailbox.hpp"
+#include "c_boundary.h"
+#include "cm_device.h"
+#include "cm_protocol.h"
+#include "cm_state.h"
+#include "ibcm/gsi_mailbox.h"
 #include "util/kernel_socket.h"
 #include "util/unix_socket_address.h"
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 namespace {
 
 uint16_t ephemeral_port() {
@@ -176,13 +176,13 @@ int bind_id(Id* id, const sockaddr* addr) {
     id->pub.route.addr.addr.ibaddr.pkey = 0xffff;
     id->path_mtu = device->active_mtu;
   }
-  set_state(id, IdState::AddrBound, "address bound");
+  set_state(id, IdState::kAddrBound, "address bound");
   return 0;
 }
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm
 
-using namespace softverbs::rdmacm;
+using namespace sv::rdmacm;
 
 extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_bind_addr(struct rdma_cm_id* cm_id,
                                                       struct sockaddr* addr) {
@@ -190,7 +190,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_bind_addr(struct rdma_cm_id* cm_id,
   return guarded(-1, [&] {
     CmLock lock(cm_mutex());
     Id* id = id_of(cm_id);
-    if (id->state != IdState::Idle) return fail(EINVAL);
+    if (id->state != IdState::kIdle) return fail(EINVAL);
     return bind_id(id, addr);
   });
 }
@@ -203,10 +203,10 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_resolve_addr(struct rdma_cm_id* cm_i
   return guarded(-1, [&] {
     CmLock lock(cm_mutex());
     Id* id = id_of(cm_id);
-    if (id->state != IdState::Idle && id->state != IdState::AddrBound) return fail(EINVAL);
+    if (id->state != IdState::kIdle && id->state != IdState::kAddrBound) return fail(EINVAL);
     if (dst_addr->sa_family != AF_INET && dst_addr->sa_family != AF_INET6)
       return fail(EAFNOSUPPORT);
-    if (id->state == IdState::Idle) {
+    if (id->state == IdState::kIdle) {
       sockaddr_storage src{};
       if (src_addr && src_addr->sa_family != AF_UNSPEC) {
         std::memcpy(&src, src_addr, address_length(src_addr));
@@ -245,7 +245,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_resolve_addr(struct rdma_cm_id* cm_i
     // UDP sockets leave that to the kernel when the first packet goes, so
     // a destination with a route resolves at once (no packet is sent).
     (void)timeout_ms;
-    set_state(id, IdState::AddrResolved, "rdma_resolve_addr");
+    set_state(id, IdState::kAddrResolved, "rdma_resolve_addr");
     queue_event(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
     lock.unlock();
     return complete_sync(id);
@@ -257,10 +257,10 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_resolve_route(struct rdma_cm_id* cm_
   return guarded(-1, [&] {
     CmLock lock(cm_mutex());
     Id* id = id_of(cm_id);
-    if (id->state != IdState::AddrResolved) return fail(EINVAL);
+    if (id->state != IdState::kAddrResolved) return fail(EINVAL);
     fill_route(id);
     if (!id->pub.route.path_rec) return fail(ENOMEM);
-    set_state(id, IdState::RouteResolved, "rdma_resolve_route");
+    set_state(id, IdState::kRouteResolved, "rdma_resolve_route");
     queue_event(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
     lock.unlock();
     return complete_sync(id);

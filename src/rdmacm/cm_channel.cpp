@@ -1,6 +1,6 @@
 // Event channels: rdma_create_event_channel, rdma_destroy_event_channel,
 // rdma_get_cm_event, rdma_ack_cm_event, and the event queue and epoll set
-// behind them (see cm_state.hpp for the design).
+// behind them (see cm_state.h for the design).
 #include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -11,10 +11,10 @@
 #include <memory>
 #include <unordered_map>
 
-#include "c_boundary.hpp"
-#include "cm_state.hpp"
+#include "c_boundary.h"
+#include "cm_state.h"
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 namespace {
 
 // Every watched fd has a key; epoll reports the key, and a key that is no
@@ -40,14 +40,14 @@ void dispatch(uint64_t key) {
   if (it == watches().end()) return;
   Watch& watch = it->second;
   switch (watch.kind) {
-    case WatchKind::Ready: break;
-    case WatchKind::Listener: on_listener_readable(watch.id); break;
-    case WatchKind::Incoming: on_incoming_readable(key, watch); break;
-    case WatchKind::Connection: on_connection_readable(watch.id); break;
-    case WatchKind::Mailbox: on_mailbox_readable(watch.id); break;
-    case WatchKind::ListenMailbox: on_listen_mailbox_readable(watch.id); break;
-    case WatchKind::RetryTimer: on_retry_timer(watch.id); break;
-    case WatchKind::ListenerWait: on_listener_wait_timer(watch.id); break;
+    case WatchKind::kReady: break;
+    case WatchKind::kListener: on_listener_readable(watch.id); break;
+    case WatchKind::kIncoming: on_incoming_readable(key, watch); break;
+    case WatchKind::kConnection: on_connection_readable(watch.id); break;
+    case WatchKind::kMailbox: on_mailbox_readable(watch.id); break;
+    case WatchKind::kListenMailbox: on_listen_mailbox_readable(watch.id); break;
+    case WatchKind::kRetryTimer: on_retry_timer(watch.id); break;
+    case WatchKind::kListenerWait: on_listener_wait_timer(watch.id); break;
   }
 }
 
@@ -90,7 +90,7 @@ Channel* channel_create() {
     return nullptr;
   }
   CmLock lock(cm_mutex());
-  watch_add(ch.get(), WatchKind::Ready, ch->ready_fd, nullptr);
+  watch_add(ch.get(), WatchKind::kReady, ch->ready_fd, nullptr);
   return ch.release();
 }
 
@@ -148,7 +148,7 @@ void watch_remove_and_close(uint64_t& key) {
 void watch_move(Id* id, Channel* from, Channel* to) {
   for (auto& [key, watch] : watches()) {
     if (watch.channel != from) continue;
-    bool mine = watch.id == id && watch.kind != WatchKind::Ready;
+    bool mine = watch.id == id && watch.kind != WatchKind::kReady;
     if (!mine) continue;
     epoll_ctl(from->pub.fd, EPOLL_CTL_DEL, watch.fd, nullptr);
     epoll_event ev{};
@@ -227,9 +227,9 @@ int next_event(Channel* ch, Event** out) {
   }
 }
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm
 
-using namespace softverbs::rdmacm;
+using namespace sv::rdmacm;
 
 extern "C" SOFTVERBS_RDMACM_EXPORT struct rdma_event_channel* rdma_create_event_channel(void) {
   return guarded<rdma_event_channel*>(nullptr, []() -> rdma_event_channel* {

@@ -10,17 +10,17 @@
 #include <cerrno>
 #include <cstring>
 
-#include "c_boundary.hpp"
-#include "cm_address.hpp"
-#include "cm_device.hpp"
-#include "cm_host_service.hpp"
-#include "cm_network.hpp"
-#include "cm_protocol.hpp"
-#include "cm_qp.hpp"
-#include "cm_state.hpp"
+#include "c_boundary.h"
+#include "cm_address.h"
+#include "cm_device.h"
+#include "cm_host_service.h"
+#include "cm_network.h"
+#include "cm_protocol.h"
+#include "cm_qp.h"
+#include "cm_state.h"
 #include "util/peer_credentials.h"
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 namespace {
 
 constexpr uint8_t kMaxDepth = RDMA_MAX_INIT_DEPTH;  // 0xff: "as much as the device allows"
@@ -65,7 +65,7 @@ int connect_to_listener(Id* id) {
 
 // A REQ (or SIDR REQ) nobody on this host will answer.
 void reject_unanswered(Id* id) {
-  set_state(id, IdState::Failed, "nobody on this host answers the REQ");
+  set_state(id, IdState::kFailed, "nobody on this host answers the REQ");
   if (id->pub.qp_type == IBV_QPT_UD) queue_event(id, RDMA_CM_EVENT_UNREACHABLE, 2 /* IB_SIDR_UNSUPPORTED */);
   else queue_event(id, RDMA_CM_EVENT_REJECTED, kRejInvalidServiceId);
 }
@@ -73,35 +73,35 @@ void reject_unanswered(Id* id) {
 namespace {
 
 int do_reject(Id* id, const void* data, uint8_t len, uint16_t reason) {
-  if (id->state != IdState::RequestReceived) return fail(EINVAL);
+  if (id->state != IdState::kRequestReceived) return fail(EINVAL);
   const uint8_t limit = is_ud(id) ? kSidrRepPrivateData : kRejPrivateData;
   if (data && len > limit) return fail(EINVAL);
-  WireMessage msg = message_from(id, is_ud(id) ? MessageType::SidrRep : MessageType::Rej);
+  WireMessage msg = message_from(id, is_ud(id) ? MessageType::kSidrRep : MessageType::kRej);
   msg.reason = is_ud(id) ? 1 /* IB_SIDR_REJECT */ : reason;
   set_private_data(msg, data, len);
   send_message(id, msg);  // a peer already gone needs no answer
   stop_watching(id);
-  set_state(id, IdState::Failed, "rdma_reject");
+  set_state(id, IdState::kFailed, "rdma_reject");
   return 0;
 }
 
 }  // namespace
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm
 
-using namespace softverbs::rdmacm;
+using namespace sv::rdmacm;
 
 extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_listen(struct rdma_cm_id* cm_id, int backlog) {
   if (!cm_id) return fail(EINVAL);
   return guarded(-1, [&] {
     CmLock lock(cm_mutex());
     Id* id = id_of(cm_id);
-    if (id->state == IdState::Idle) {
+    if (id->state == IdState::kIdle) {
       // As the kernel: listening on an unbound id binds it to any address.
       sockaddr_in any{};
       any.sin_family = AF_INET;
       if (bind_id(id, reinterpret_cast<sockaddr*>(&any)) != 0) return -1;
     }
-    if (id->state != IdState::AddrBound) return fail(EINVAL);
+    if (id->state != IdState::kAddrBound) return fail(EINVAL);
     (void)backlog;  // unix sockets queue up to kListenBacklog; the kernel CM has no hard limit
     if (listen(id->sock, kListenBacklog) != 0) {
       // Bound without holding the name (SO_REUSEADDR): claim it now.
@@ -110,10 +110,10 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_listen(struct rdma_cm_id* cm_id, int
       if (bind(id->sock, reinterpret_cast<sockaddr*>(&un), len) != 0) return -1;
       if (listen(id->sock, kListenBacklog) != 0) return -1;
     }
-    id->sock_watch = watch_add(channel_of(id->pub.channel), WatchKind::Listener, id->sock, id);
+    id->sock_watch = watch_add(channel_of(id->pub.channel), WatchKind::kListener, id->sock, id);
     if (!id->sock_watch) return -1;
     if (net_listen(id) != 0) return -1;  // other hosts' REQs
-    set_state(id, IdState::Listening, "rdma_listen");
+    set_state(id, IdState::kListening, "rdma_listen");
     return 0;
   });
 }
@@ -154,7 +154,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_connect(struct rdma_cm_id* cm_id,
   return guarded(-1, [&] {
     CmLock lock(cm_mutex());
     Id* id = id_of(cm_id);
-    if (id->state != IdState::RouteResolved) return fail(EINVAL);
+    if (id->state != IdState::kRouteResolved) return fail(EINVAL);
     if (!valid_param(id, param)) return fail(EINVAL);
     const uint8_t user_len = param && param->private_data ? param->private_data_len : 0;
     const size_t total = id->connect_data.size() + user_len;
@@ -172,7 +172,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_connect(struct rdma_cm_id* cm_id,
     id->rnr_retry_count = param ? std::min<uint8_t>(param->rnr_retry_count, 7) : 7;
     id->psn = random_psn();
 
-    WireMessage msg = message_from(id, is_ud(id) ? MessageType::SidrReq : MessageType::Req);
+    WireMessage msg = message_from(id, is_ud(id) ? MessageType::kSidrReq : MessageType::kReq);
     msg.qp_num = id->pub.qp ? id->pub.qp->qp_num : (param ? param->qp_num : 0);
     msg.srq = id->pub.qp ? id->pub.qp->srq != nullptr : (param ? param->srq : 0);
     msg.responder_resources = id->responder_resources;
@@ -186,7 +186,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_connect(struct rdma_cm_id* cm_id,
     msg.private_data_len = static_cast<uint8_t>(total);
     id->connect_data.clear();
 
-    set_state(id, IdState::ConnectSent, "rdma_connect");
+    set_state(id, IdState::kConnectSent, "rdma_connect");
     // Another host, or with a host service another user of this one (no
     // listener of ours has the port): the REQ goes to its QP1
     // (cm_network.cpp), through the service.
@@ -204,7 +204,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_connect(struct rdma_cm_id* cm_id,
     if (to_qp1) {
       if (net_connect(id, msg) != 0) {
         const int err = errno;
-        set_state(id, IdState::Failed, "the REQ cannot be sent to the peer's QP1");
+        set_state(id, IdState::kFailed, "the REQ cannot be sent to the peer's QP1");
         queue_event(id, RDMA_CM_EVENT_UNREACHABLE, -err);
       }
     } else if (refused) {
@@ -212,7 +212,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_connect(struct rdma_cm_id* cm_id,
     } else if (send_message(id, msg) != 0) {
       reject_unanswered(id);
     } else {
-      id->sock_watch = watch_add(channel_of(id->pub.channel), WatchKind::Connection, id->sock, id);
+      id->sock_watch = watch_add(channel_of(id->pub.channel), WatchKind::kConnection, id->sock, id);
     }
     lock.unlock();
     return complete_sync(id);
@@ -225,8 +225,8 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_accept(struct rdma_cm_id* cm_id,
   return guarded(-1, [&] {
     CmLock lock(cm_mutex());
     Id* id = id_of(cm_id);
-    if (id->state == IdState::Failed) return fail(ECONNRESET);  // the peer left
-    if (id->state != IdState::RequestReceived) return fail(EINVAL);
+    if (id->state == IdState::kFailed) return fail(ECONNRESET);  // the peer left
+    if (id->state != IdState::kRequestReceived) return fail(EINVAL);
     if (!valid_param(id, param)) return fail(EINVAL);
     if (!id->pub.qp && !param && !is_ud(id)) return fail(EINVAL);
     const uint8_t user_len = param && param->private_data ? param->private_data_len : 0;
@@ -245,7 +245,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_accept(struct rdma_cm_id* cm_id,
     if (!is_ud(id)) {
       if (move_qp_to_rtr(id) != 0 || move_qp_to_rts(id) != 0) return -1;
     }
-    WireMessage msg = message_from(id, is_ud(id) ? MessageType::SidrRep : MessageType::Rep);
+    WireMessage msg = message_from(id, is_ud(id) ? MessageType::kSidrRep : MessageType::kRep);
     msg.qp_num = id->pub.qp ? id->pub.qp->qp_num : (param ? param->qp_num : 0);
     msg.srq = id->pub.qp ? id->pub.qp->srq != nullptr : (param ? param->srq : 0);
     msg.responder_resources = id->responder_resources;
@@ -255,12 +255,12 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_accept(struct rdma_cm_id* cm_id,
     if (param) set_private_data(msg, param->private_data, user_len);
     if (send_message(id, msg) != 0) {
       move_qp_to_error(id);
-      set_state(id, IdState::Failed, "rdma_accept cannot send its REP");
+      set_state(id, IdState::kFailed, "rdma_accept cannot send its REP");
       return fail(ECONNRESET);
     }
     if (is_ud(id)) {
       stop_watching(id);
-      set_state(id, IdState::Established, "rdma_accept; SIDR REP sent");
+      set_state(id, IdState::kEstablished, "rdma_accept; SIDR REP sent");
       if (id->sync && id->pub.event) {
         lock.unlock();
         rdma_ack_cm_event(id->pub.event);
@@ -268,7 +268,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_accept(struct rdma_cm_id* cm_id,
       }
       return 0;
     }
-    set_state(id, IdState::Accepted, "rdma_accept; REP sent");
+    set_state(id, IdState::kAccepted, "rdma_accept; REP sent");
     lock.unlock();
     return complete_sync(id);
   });
@@ -300,9 +300,9 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_establish(struct rdma_cm_id* cm_id) 
     CmLock lock(cm_mutex());
     Id* id = id_of(cm_id);
     // With a QP, the library established the connection itself.
-    if (cm_id->qp || id->state != IdState::ResponseReceived) return fail(EINVAL);
-    if (send_message(id, message_from(id, MessageType::Rtu)) != 0) return fail(ECONNRESET);
-    set_state(id, IdState::Established, "rdma_establish; RTU sent");
+    if (cm_id->qp || id->state != IdState::kResponseReceived) return fail(EINVAL);
+    if (send_message(id, message_from(id, MessageType::kRtu)) != 0) return fail(ECONNRESET);
+    set_state(id, IdState::kEstablished, "rdma_establish; RTU sent");
     return 0;
   });
 }
@@ -313,11 +313,11 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_disconnect(struct rdma_cm_id* cm_id)
     CmLock lock(cm_mutex());
     Id* id = id_of(cm_id);
     switch (id->state) {
-      case IdState::Established:
-      case IdState::Accepted:
-      case IdState::ResponseReceived:
+      case IdState::kEstablished:
+      case IdState::kAccepted:
+      case IdState::kResponseReceived:
         break;
-      case IdState::Disconnected:
+      case IdState::kDisconnected:
         // The peer disconnected first; answering is all that is left.
         if (move_qp_to_error(id) != 0) return -1;
         return 0;
@@ -325,9 +325,9 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_disconnect(struct rdma_cm_id* cm_id)
         return fail(EINVAL);
     }
     if (move_qp_to_error(id) != 0) return -1;  // flushes what is outstanding
-    send_message(id, message_from(id, MessageType::Dreq));
+    send_message(id, message_from(id, MessageType::kDreq));
     stop_watching(id);
-    set_state(id, IdState::Disconnected, "rdma_disconnect");
+    set_state(id, IdState::kDisconnected, "rdma_disconnect");
     // The kernel reports DISCONNECTED once the peer's CM answers; a peer
     // that stopped pumping its events must not stall us, so report it now.
     queue_event(id, RDMA_CM_EVENT_DISCONNECTED, 0);
@@ -343,9 +343,9 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_notify(struct rdma_cm_id* cm_id,
   Id* id = id_of(cm_id);
   if (event != IBV_EVENT_COMM_EST) return fail(EINVAL);
   // Data arrived before the RTU: the connection is established.
-  if (id->state == IdState::Established) return fail(EISCONN);
-  if (id->state != IdState::Accepted) return fail(EINVAL);
-  set_state(id, IdState::Established, "rdma_notify: data before the RTU");
+  if (id->state == IdState::kEstablished) return fail(EISCONN);
+  if (id->state != IdState::kAccepted) return fail(EINVAL);
+  set_state(id, IdState::kEstablished, "rdma_notify: data before the RTU");
   queue_event(id, RDMA_CM_EVENT_ESTABLISHED, 0);
   return 0;
 }

@@ -1,5 +1,5 @@
-// Device table of the connection manager (see cm_device.hpp).
-#include "cm_device.hpp"
+// Device table of the connection manager (see cm_device.h).
+#include "cm_device.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -11,7 +11,7 @@
 #include <mutex>
 #include <vector>
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 namespace {
 
 std::vector<Device>* open_all();
@@ -151,4 +151,4 @@ Device* device_of(ibv_context* context) {
   return nullptr;
 }
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm

@@ -6,10 +6,10 @@
 #include <cerrno>
 #include <cstring>
 
-#include "c_boundary.hpp"
-#include "cm_state.hpp"
+#include "c_boundary.h"
+#include "cm_state.h"
 
-using namespace softverbs::rdmacm;
+using namespace sv::rdmacm;
 
 extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_create_ep(struct rdma_cm_id** out,
                                                       struct rdma_addrinfo* res,

@@ -1,4 +1,4 @@
-#include "cm_group_membership.hpp"
+#include "cm_group_membership.h"
 
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -10,7 +10,7 @@
 
 #include "util/kernel_socket.h"
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 namespace {
 
 bool same_ip(const sockaddr* a, const sockaddr* b) {
@@ -82,4 +82,4 @@ void GroupMembership::leave() {
   fd_ = -1;
 }
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm

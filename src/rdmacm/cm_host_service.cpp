@@ -1,4 +1,4 @@
-#include "cm_host_service.hpp"
+#include "cm_host_service.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -10,11 +10,11 @@
 #include <map>
 #include <mutex>
 
-#include "ibcm/gsi_mailbox.hpp"
+#include "ibcm/gsi_mailbox.h"
 #include "net/udp_sport.h"
 #include "util/host_service_socket.h"
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 namespace {
 
 namespace hostd = sv::hostd;
@@ -126,4 +126,4 @@ void release_mailbox(int fd) {
   if (l.fd >= 0) (void)!send(l.fd, &c, sizeof c, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm

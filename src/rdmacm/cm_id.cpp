@@ -8,13 +8,13 @@
 #include <cstring>
 #include <memory>
 
-#include "c_boundary.hpp"
-#include "cm_address.hpp"
-#include "cm_network.hpp"
-#include "cm_state.hpp"
+#include "c_boundary.h"
+#include "cm_address.h"
+#include "cm_network.h"
+#include "cm_state.h"
 #include "util/raw_enum.h"
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 namespace {
 
 unsigned queued_events_of(const Id* id) {
@@ -70,9 +70,9 @@ int complete_sync(Id* id) {
   return fail(status < 0 ? -status : status);
 }
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm
 
-using namespace softverbs::rdmacm;
+using namespace sv::rdmacm;
 
 extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_create_id(struct rdma_event_channel* channel,
                                                       struct rdma_cm_id** out, void* context,
@@ -175,12 +175,12 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_set_option(struct rdma_cm_id* cm_id,
       return 0;
     case RDMA_OPTION_ID_REUSEADDR:
       if (optlen != sizeof(int)) return fail(EINVAL);
-      if (id->state != IdState::Idle) return fail(EINVAL);
+      if (id->state != IdState::kIdle) return fail(EINVAL);
       id->reuseaddr = *static_cast<int*>(optval) != 0;
       return 0;
     case RDMA_OPTION_ID_AFONLY:
       if (optlen != sizeof(int)) return fail(EINVAL);
-      if (id->state != IdState::Idle) return fail(EINVAL);
+      if (id->state != IdState::kIdle) return fail(EINVAL);
       id->afonly = *static_cast<int*>(optval) != 0;
       return 0;
     default:

@@ -1,12 +1,12 @@
-// The one place an id's state changes (cm_id_state.hpp).
-#include "cm_id_state.hpp"
+// The one place an id's state changes (cm_id_state.h).
+#include "cm_id_state.h"
 
 #include <cerrno>
 
-#include "cm_state.hpp"
+#include "cm_state.h"
 #include "util/log.h"
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 
 void set_state(Id* id, IdState to, const char* why) {
   const IdState from = id->state;
@@ -21,4 +21,4 @@ void set_state(Id* id, IdState to, const char* why) {
   id->state = to;
 }
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm

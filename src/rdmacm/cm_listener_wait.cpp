@@ -13,12 +13,12 @@
 
 #include <cerrno>
 
-#include "cm_address.hpp"
-#include "cm_protocol.hpp"
-#include "cm_state.hpp"
+#include "cm_address.h"
+#include "cm_protocol.h"
+#include "cm_state.h"
 #include "util/clock.h"
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 namespace {
 
 constexpr uint64_t kListenerWaitNs = 4'295'000'000ull;  // 4.096 us << 20
@@ -48,7 +48,7 @@ int wait_for_listener(Id* id, const WireMessage& req) {
   itimerspec every{};
   every.it_value.tv_nsec = every.it_interval.tv_nsec = kRetryEveryNs;
   timerfd_settime(id->listener_wait_fd, 0, &every, nullptr);
-  id->listener_wait_watch = watch_add(channel_of(id->pub.channel), WatchKind::ListenerWait, id->listener_wait_fd, id);
+  id->listener_wait_watch = watch_add(channel_of(id->pub.channel), WatchKind::kListenerWait, id->listener_wait_fd, id);
   if (!id->listener_wait_watch) {
     close(id->listener_wait_fd);
     id->listener_wait_fd = -1;
@@ -67,7 +67,7 @@ void stop_waiting_for_listener(Id* id) {
 void on_listener_wait_timer(Id* id) {
   uint64_t expirations;
   if (id->listener_wait_fd < 0 || read(id->listener_wait_fd, &expirations, sizeof expirations) < 0) return;
-  if (id->state != IdState::ConnectSent) {  // the application gave up (rdma_disconnect)
+  if (id->state != IdState::kConnectSent) {  // the application gave up (rdma_disconnect)
     stop_waiting_for_listener(id);
     return;
   }
@@ -77,7 +77,7 @@ void on_listener_wait_timer(Id* id) {
       reject_unanswered(id);
       return;
     }
-    id->sock_watch = watch_add(channel_of(id->pub.channel), WatchKind::Connection, id->sock, id);
+    id->sock_watch = watch_add(channel_of(id->pub.channel), WatchKind::kConnection, id->sock, id);
     return;
   }
   // Still bound and within the deadline: wait on; else as for no listener.
@@ -86,4 +86,4 @@ void on_listener_wait_timer(Id* id) {
   reject_unanswered(id);
 }
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm

@@ -1,13 +1,13 @@
 // Field by field, the rendezvous message and the IB CM message agree
 // (IBTA vol 1 ch. 12; what Linux's cm.c and cma.c put in them over RoCE).
-#include "cm_mad.hpp"
+#include "cm_mad.h"
 
 #include <cstring>
 
-#include "cm_address.hpp"
-#include "ibcm/cma_header.hpp"
+#include "cm_address.h"
+#include "ibcm/cma_header.h"
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 namespace {
 
 using namespace ibcm;
@@ -24,10 +24,10 @@ Gid gid_of(const ibv_gid& g) {
 
 TransportService service_of(ibv_qp_type t) {
   switch (t) {
-    case IBV_QPT_UC: return TransportService::Uc;
+    case IBV_QPT_UC: return TransportService::kUc;
     case IBV_QPT_XRC_SEND:
-    case IBV_QPT_XRC_RECV: return TransportService::Extended;
-    default: return TransportService::Rc;
+    case IBV_QPT_XRC_RECV: return TransportService::kExtended;
+    default: return TransportService::kRc;
   }
 }
 
@@ -91,7 +91,7 @@ std::optional<CmMessage> mad_from(const Id* id, const WireMessage& msg) {
   CmMessage out;
   out.transaction_id = net.transaction_id;
   switch (msg.type) {
-    case MessageType::Req: {
+    case MessageType::kReq: {
       Req r;
       r.local_comm_id = net.local_comm_id;
       r.service_id = service_id_of(id);
@@ -101,7 +101,7 @@ std::optional<CmMessage> mad_from(const Id* id, const WireMessage& msg) {
       r.initiator_depth = msg.initiator_depth;
       r.remote_cm_response_timeout = r.local_cm_response_timeout = kCmResponseTimeout;
       r.transport_service = service_of(static_cast<ibv_qp_type>(msg.qp_type));
-      if (r.transport_service == TransportService::Extended) r.extended_transport_type = kExtendedTransportXrc;
+      if (r.transport_service == TransportService::kExtended) r.extended_transport_type = kExtendedTransportXrc;
       r.end_to_end_flow_control = msg.flow_control;
       r.starting_psn = msg.psn;
       r.retry_count = msg.retry_count;
@@ -114,7 +114,7 @@ std::optional<CmMessage> mad_from(const Id* id, const WireMessage& msg) {
       out.body = r;
       break;
     }
-    case MessageType::Rep: {
+    case MessageType::kRep: {
       Rep r;
       r.local_comm_id = net.local_comm_id;
       r.remote_comm_id = net.remote_comm_id;
@@ -130,24 +130,24 @@ std::optional<CmMessage> mad_from(const Id* id, const WireMessage& msg) {
       out.body = r;
       break;
     }
-    case MessageType::Rtu: {
+    case MessageType::kRtu: {
       Rtu r;
       r.local_comm_id = net.local_comm_id;
       r.remote_comm_id = net.remote_comm_id;
       out.body = r;
       break;
     }
-    case MessageType::Rej: {
+    case MessageType::kRej: {
       Rej r;
       r.local_comm_id = net.local_comm_id;
       r.remote_comm_id = net.remote_comm_id;
-      r.message_rejected = id->state == IdState::ConnectSent ? MessageResponded::Rep : MessageResponded::Req;
+      r.message_rejected = id->state == IdState::kConnectSent ? MessageResponded::kRep : MessageResponded::kReq;
       r.reason = msg.reason;
       fill_private_data(msg, r.private_data);
       out.body = r;
       break;
     }
-    case MessageType::Dreq: {
+    case MessageType::kDreq: {
       Dreq r;
       r.local_comm_id = net.local_comm_id;
       r.remote_comm_id = net.remote_comm_id;
@@ -155,7 +155,7 @@ std::optional<CmMessage> mad_from(const Id* id, const WireMessage& msg) {
       out.body = r;
       break;
     }
-    case MessageType::SidrReq: {
+    case MessageType::kSidrReq: {
       SidrReq r;
       r.request_id = net.local_comm_id;
       r.service_id = service_id_of(id);
@@ -163,7 +163,7 @@ std::optional<CmMessage> mad_from(const Id* id, const WireMessage& msg) {
       out.body = r;
       break;
     }
-    case MessageType::SidrRep: {
+    case MessageType::kSidrRep: {
       SidrRep r;
       r.request_id = net.remote_comm_id;
       r.status = static_cast<uint8_t>(msg.reason);
@@ -184,11 +184,11 @@ std::optional<WireMessage> message_from_mad(const CmMessage& mad, const MailboxH
   WireMessage msg;
   std::memcpy(msg.sender_gid.raw, from.src_ip, 16);  // what RoCE calls the sender: its IP
   if (const auto* r = std::get_if<Req>(&mad.body)) {
-    msg.type = MessageType::Req;
+    msg.type = MessageType::kReq;
     switch (r->transport_service) {
-      case TransportService::Rc: msg.qp_type = IBV_QPT_RC; break;
-      case TransportService::Uc: msg.qp_type = IBV_QPT_UC; break;
-      case TransportService::Extended:
+      case TransportService::kRc: msg.qp_type = IBV_QPT_RC; break;
+      case TransportService::kUc: msg.qp_type = IBV_QPT_UC; break;
+      case TransportService::kExtended:
         if (r->extended_transport_type != kExtendedTransportXrc) return std::nullopt;
         msg.qp_type = IBV_QPT_XRC_SEND;
         break;
@@ -208,14 +208,14 @@ std::optional<WireMessage> message_from_mad(const CmMessage& mad, const MailboxH
     if (!take_addresses(header, r->service_id, msg)) return std::nullopt;
     take_private_data(r->private_data, kCmaHeaderSize, msg);
   } else if (const auto* s = std::get_if<SidrReq>(&mad.body)) {
-    msg.type = MessageType::SidrReq;
+    msg.type = MessageType::kSidrReq;
     msg.qp_type = IBV_QPT_UD;
     std::array<uint8_t, kCmaHeaderSize> header;
     std::memcpy(header.data(), s->private_data.data(), kCmaHeaderSize);
     if (!take_addresses(header, s->service_id, msg)) return std::nullopt;
     take_private_data(s->private_data, kCmaHeaderSize, msg);
   } else if (const auto* p = std::get_if<Rep>(&mad.body)) {
-    msg.type = MessageType::Rep;
+    msg.type = MessageType::kRep;
     msg.qp_num = p->local_qpn;
     msg.psn = p->starting_psn;
     msg.qkey = p->local_qkey;
@@ -226,15 +226,15 @@ std::optional<WireMessage> message_from_mad(const CmMessage& mad, const MailboxH
     msg.srq = p->srq;
     take_private_data(p->private_data, 0, msg);
   } else if (std::get_if<Rtu>(&mad.body)) {
-    msg.type = MessageType::Rtu;
+    msg.type = MessageType::kRtu;
   } else if (const auto* j = std::get_if<Rej>(&mad.body)) {
-    msg.type = MessageType::Rej;
+    msg.type = MessageType::kRej;
     msg.reason = j->reason;
     take_private_data(j->private_data, 0, msg);
   } else if (std::get_if<Dreq>(&mad.body)) {
-    msg.type = MessageType::Dreq;
+    msg.type = MessageType::kDreq;
   } else if (const auto* q = std::get_if<SidrRep>(&mad.body)) {
-    msg.type = MessageType::SidrRep;
+    msg.type = MessageType::kSidrRep;
     msg.reason = q->status;
     msg.qp_num = q->qpn;
     msg.qkey = q->qkey;
@@ -245,4 +245,4 @@ std::optional<WireMessage> message_from_mad(const CmMessage& mad, const MailboxH
   return msg;
 }
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm

@@ -10,12 +10,12 @@
 #include <cerrno>
 #include <cstring>
 
-#include "c_boundary.hpp"
-#include "cm_address.hpp"
-#include "cm_device.hpp"
-#include "cm_state.hpp"
+#include "c_boundary.h"
+#include "cm_address.h"
+#include "cm_device.h"
+#include "cm_state.h"
 
-using namespace softverbs::rdmacm;
+using namespace sv::rdmacm;
 
 namespace {
 

@@ -5,7 +5,7 @@
 // built with the wire codec and sent from a UDP socket of this library (the
 // kernel writes IP and UDP; the ICRC covers them, so it is computed for the
 // socket's port). In: whichever softverbs process on this host receives a
-// QP1 packet posts the MAD to the mailbox it names (ibcm/gsi_mailbox.hpp): a
+// QP1 packet posts the MAD to the mailbox it names (ibcm/gsi_mailbox.h): a
 // listener's, by service ID and address, or an id's, by communication ID.
 // Both are datagram sockets in the id's channel, so MADs are read where
 // every other CM event is made: in the thread that pumps the channel.
@@ -15,7 +15,7 @@
 // repeated REP with the RTU again, every DREQ with a DREP), and the
 // connection fails with UNREACHABLE (-ETIMEDOUT), as Linux's CM reports it,
 // when retries run out.
-#include "cm_network.hpp"
+#include "cm_network.h"
 
 #include <arpa/inet.h>
 #include <poll.h>
@@ -35,19 +35,19 @@
 #include <string>
 #include <unordered_map>
 
-#include "cm_address.hpp"
-#include "cm_host_service.hpp"
-#include "cm_device.hpp"
-#include "cm_mad.hpp"
-#include "cm_protocol.hpp"
-#include "cm_qp.hpp"
+#include "cm_address.h"
+#include "cm_host_service.h"
+#include "cm_device.h"
+#include "cm_mad.h"
+#include "cm_protocol.h"
+#include "cm_qp.h"
 #include "net/roce_datagram.h"
 #include "net/roce_opcode.h"
 #include "net/udp_sport.h"
 #include "util/kernel_socket.h"
 #include "util/peer_credentials.h"
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 namespace {
 
 namespace net = sv::net;
@@ -306,7 +306,7 @@ int open_mailbox(Id* id) {
     if (fd < 0) return -1;
     id->net.local_comm_id = comm_id;
     id->net.mailbox = fd;
-    id->net.mailbox_watch = watch_add(channel_of(id->pub.channel), WatchKind::Mailbox, fd, id);
+    id->net.mailbox_watch = watch_add(channel_of(id->pub.channel), WatchKind::kMailbox, fd, id);
     return 0;
   }
   errno = EADDRINUSE;
@@ -327,7 +327,7 @@ void arm_retry(Id* id, int ms) {
   if (n.timer_fd < 0) {
     n.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     if (n.timer_fd < 0) return;
-    n.timer_watch = watch_add(channel_of(id->pub.channel), WatchKind::RetryTimer, n.timer_fd, id);
+    n.timer_watch = watch_add(channel_of(id->pub.channel), WatchKind::kRetryTimer, n.timer_fd, id);
   }
   itimerspec spec{};
   spec.it_value.tv_sec = ms / 1000;
@@ -343,7 +343,7 @@ bool send_mad(Id* id, const ibcm::CmMessage& mad, std::array<uint8_t, ibcm::kMad
 
 // Messages that wait for an answer from the peer's CM.
 bool expects_answer(MessageType t) {
-  return t == MessageType::Req || t == MessageType::SidrReq || t == MessageType::Rep || t == MessageType::Dreq;
+  return t == MessageType::kReq || t == MessageType::kSidrReq || t == MessageType::kRep || t == MessageType::kDreq;
 }
 
 void answer_dreq(Id* id) {
@@ -371,7 +371,7 @@ bool read_mailbox(int fd, ibcm::MailboxHeader* from, ibcm::CmMessage* mad) {
     if (n != static_cast<ssize_t>(sizeof buf) || !sv::is_trusted_uid(sv::sender_uid(&msg))) continue;
     std::memcpy(from, buf, sizeof *from);
     if (from->magic != ibcm::MailboxHeader::kMagic) continue;
-    if (ibcm::decode(std::span<const uint8_t>(buf + sizeof *from, ibcm::kMadSize), *mad) != ibcm::DecodeError::None)
+    if (ibcm::decode(std::span<const uint8_t>(buf + sizeof *from, ibcm::kMadSize), *mad) != ibcm::DecodeError::kNone)
       continue;
     return true;
   }
@@ -471,7 +471,7 @@ int net_listen(Id* listener) {
   if (fd < 0) return -1;
   listener->net.listen_mailbox = fd;
   listener->net.listen_watch =
-      watch_add(channel_of(listener->pub.channel), WatchKind::ListenMailbox, fd, listener);
+      watch_add(channel_of(listener->pub.channel), WatchKind::kListenMailbox, fd, listener);
   net_ids().push_back(listener);
   return 0;
 }
@@ -495,9 +495,9 @@ int net_send(Id* id, const WireMessage& msg) {
     return -1;
   }
   NetLink& n = id->net;
-  const bool waits = expects_answer(msg.type) && !(msg.type == MessageType::Rep && id->pub.qp_type == IBV_QPT_UD);
-  bool ok = send_mad(id, *mad, waits ? &n.pending : msg.type == MessageType::Rtu ? &n.last_rtu : nullptr);
-  if (msg.type == MessageType::Rtu) n.sent_rtu = true;
+  const bool waits = expects_answer(msg.type) && !(msg.type == MessageType::kRep && id->pub.qp_type == IBV_QPT_UD);
+  bool ok = send_mad(id, *mad, waits ? &n.pending : msg.type == MessageType::kRtu ? &n.last_rtu : nullptr);
+  if (msg.type == MessageType::kRtu) n.sent_rtu = true;
   if (waits) {
     n.pending_type = msg.type;
     n.awaiting = true;
@@ -517,19 +517,19 @@ void net_close(Id* id) {
   NetLink& n = id->net;
   if (n.active && n.mailbox >= 0) {
     // Destroying a connected id disconnects it, as the kernel's CM does.
-    if (id->state == IdState::Established || id->state == IdState::Accepted ||
-        id->state == IdState::ResponseReceived) {
-      WireMessage dreq = message_from(id, MessageType::Dreq);
+    if (id->state == IdState::kEstablished || id->state == IdState::kAccepted ||
+        id->state == IdState::kResponseReceived) {
+      WireMessage dreq = message_from(id, MessageType::kDreq);
       if (auto mad = mad_from(id, dreq)) {
         send_mad(id, *mad, &n.pending);
         n.awaiting = true;
-        n.pending_type = MessageType::Dreq;
+        n.pending_type = MessageType::kDreq;
       }
     }
     // A DREQ not yet answered: the kernel's CM goes on sending it after the
     // id (and its process) are gone. Here the id's mailbox stays open as an
     // orphan, and the process waits a little for the DREP at exit.
-    if (n.awaiting && n.pending_type == MessageType::Dreq) {
+    if (n.awaiting && n.pending_type == MessageType::kDreq) {
       adopt_orphan(Orphan{n.mailbox, n.local_ip, n.peer_ip, id->tos, n.pending});
       n.mailbox = -1;
     }
@@ -558,10 +558,10 @@ void on_retry_timer(Id* id) {
   }
   n.awaiting = false;
   switch (id->state) {
-    case IdState::ConnectSent:
-    case IdState::Accepted:
+    case IdState::kConnectSent:
+    case IdState::kAccepted:
       // Linux's CM: REQ or REP timed out (IB_CM_REQ_ERROR / IB_CM_REP_ERROR).
-      set_state(id, IdState::Failed, "no answer from the peer's CM after every retry");
+      set_state(id, IdState::kFailed, "no answer from the peer's CM after every retry");
       move_qp_to_error(id);
       queue_event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
       break;
@@ -589,7 +589,7 @@ void on_mailbox_readable(Id* id) {
     auto msg = message_from_mad(mad, from);
     if (!msg) continue;
     if (const auto* rep = std::get_if<ibcm::Rep>(&mad.body)) {
-      if (id->state != IdState::ConnectSent) {
+      if (id->state != IdState::kConnectSent) {
         // A repeated REP: our RTU was lost.
         if (n.sent_rtu) send_to_qp1(n.local_ip, n.peer_ip, id->tos, n.last_rtu.data());
         continue;
@@ -598,8 +598,8 @@ void on_mailbox_readable(Id* id) {
     } else if (const auto* rej = std::get_if<ibcm::Rej>(&mad.body)) {
       if (!n.remote_comm_id) n.remote_comm_id = rej->local_comm_id;
     }
-    const bool dreq = msg->type == MessageType::Dreq;
-    if (!dreq || n.pending_type != MessageType::Dreq) stop_retrying(id);  // crossing DREQs: still want our DREP
+    const bool dreq = msg->type == MessageType::kDreq;
+    if (!dreq || n.pending_type != MessageType::kDreq) stop_retrying(id);  // crossing DREQs: still want our DREP
     handle(id, *msg);
     if (dreq) answer_dreq(id);
   }
@@ -630,7 +630,7 @@ void on_listen_mailbox_readable(Id* listener) {
       if (child->net.awaiting) send_to_qp1(child->net.local_ip, child->net.peer_ip, child->tos, child->net.pending.data());
       continue;
     }
-    if (listener->state != IdState::Listening) continue;
+    if (listener->state != IdState::kListening) continue;
     auto msg = message_from_mad(mad, from);
     if (!msg) continue;
     Id* child = on_request(listener, -1, *msg);
@@ -645,8 +645,8 @@ void on_listen_mailbox_readable(Id* listener) {
     if (child->pub.verbs) n.local_guid = be64toh(ibv_get_device_guid(child->pub.verbs->device));
     net_ids().push_back(child);
     if (open_mailbox(child) != 0)
-      set_state(child, IdState::Failed, "no mailbox for the new id");  // rdma_accept will report it
+      set_state(child, IdState::kFailed, "no mailbox for the new id");  // rdma_accept will report it
   }
 }
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm

@@ -10,15 +10,15 @@
 #include <cstring>
 #include <random>
 
-#include "cm_address.hpp"
-#include "cm_device.hpp"
-#include "cm_network.hpp"
-#include "cm_protocol.hpp"
-#include "cm_qp.hpp"
-#include "cm_state.hpp"
+#include "cm_address.h"
+#include "cm_device.h"
+#include "cm_network.h"
+#include "cm_protocol.h"
+#include "cm_qp.h"
+#include "cm_state.h"
 #include "util/peer_credentials.h"
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 namespace {
 
 void copy_private_data(Event* ev, const WireMessage& msg, uint8_t area) {
@@ -63,7 +63,7 @@ ibv_ah_attr ah_to_peer(const Id* id) {
 
 // A new connection's first message: the child id and CONNECT_REQUEST.
 Id* on_request(Id* listener, int fd, const WireMessage& msg) {
-  const bool ud = msg.type == MessageType::SidrReq;
+  const bool ud = msg.type == MessageType::kSidrReq;
   Channel* listen_channel = channel_of(listener->pub.channel);
   Id* child = id_create(listen_channel, listener->pub.context, listener->pub.ps,
                         listener->pub.qp_type, false);
@@ -100,7 +100,7 @@ Id* on_request(Id* listener, int fd, const WireMessage& msg) {
   child->retry_count = std::min<uint8_t>(msg.retry_count, 7);  // 3 bits on the wire
   child->rnr_retry_count = std::min<uint8_t>(msg.rnr_retry_count, 7);
   child->psn = random_psn();
-  set_state(child, IdState::RequestReceived, ud ? "SIDR REQ" : "REQ");
+  set_state(child, IdState::kRequestReceived, ud ? "SIDR REQ" : "REQ");
   fill_route(child);
 
   Event* ev = queue_event(child, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
@@ -128,7 +128,7 @@ Id* on_request(Id* listener, int fd, const WireMessage& msg) {
       child->sync = true;
     }
   }
-  if (fd >= 0) child->sock_watch = watch_add(channel_of(child->pub.channel), WatchKind::Connection, fd, child);
+  if (fd >= 0) child->sock_watch = watch_add(channel_of(child->pub.channel), WatchKind::kConnection, fd, child);
   return child;
 }
 
@@ -140,7 +140,7 @@ void on_reply(Id* id, const WireMessage& msg) {
   id->initiator_depth = msg.responder_resources;
   id->rnr_retry_count = std::min<uint8_t>(msg.rnr_retry_count, 7);
   if (!id->pub.qp) {
-    set_state(id, IdState::ResponseReceived, "REP; no QP, so rdma_establish sends the RTU");
+    set_state(id, IdState::kResponseReceived, "REP; no QP, so rdma_establish sends the RTU");
     Event* ev = queue_event(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
     copy_private_data(ev, msg, kRepPrivateData);
     fill_conn_param(ev, msg);
@@ -148,17 +148,17 @@ void on_reply(Id* id, const WireMessage& msg) {
   }
   if (move_qp_to_rtr(id) != 0 || move_qp_to_rts(id) != 0) {
     const int err = errno;
-    WireMessage rej = message_from(id, MessageType::Rej);
+    WireMessage rej = message_from(id, MessageType::kRej);
     rej.reason = kRejConsumerDefined;
     send_message(id, rej);
-    set_state(id, IdState::Failed, "REP, but the QP cannot move to RTR/RTS");
+    set_state(id, IdState::kFailed, "REP, but the QP cannot move to RTR/RTS");
     id->connect_error = true;
     stop_watching(id);
     queue_event(id, RDMA_CM_EVENT_CONNECT_ERROR, -err);
     return;
   }
-  send_message(id, message_from(id, MessageType::Rtu));
-  set_state(id, IdState::Established, "REP; RTU sent");
+  send_message(id, message_from(id, MessageType::kRtu));
+  set_state(id, IdState::kEstablished, "REP; RTU sent");
   Event* ev = queue_event(id, RDMA_CM_EVENT_ESTABLISHED, 0);
   copy_private_data(ev, msg, kRepPrivateData);
   fill_conn_param(ev, msg);
@@ -167,12 +167,12 @@ void on_reply(Id* id, const WireMessage& msg) {
 void on_sidr_reply(Id* id, const WireMessage& msg) {
   stop_watching(id);
   if (msg.reason != 0) {
-    set_state(id, IdState::Failed, "SIDR REP with a reject status");
+    set_state(id, IdState::kFailed, "SIDR REP with a reject status");
     queue_event(id, RDMA_CM_EVENT_UNREACHABLE, msg.reason);
     return;
   }
   learn_peer(id, msg);
-  set_state(id, IdState::Established, "SIDR REP");
+  set_state(id, IdState::kEstablished, "SIDR REP");
   Event* ev = queue_event(id, RDMA_CM_EVENT_ESTABLISHED, 0);
   std::memcpy(ev->private_data, msg.private_data, std::min<unsigned>(msg.private_data_len, kSidrRepPrivateData));
   ev->pub.param.ud.private_data = ev->private_data;
@@ -184,7 +184,7 @@ void on_sidr_reply(Id* id, const WireMessage& msg) {
 
 void on_reject(Id* id, const WireMessage& msg) {
   stop_watching(id);
-  set_state(id, IdState::Failed, "REJ");
+  set_state(id, IdState::kFailed, "REJ");
   move_qp_to_error(id);  // as librdmacm does on REJECTED
   Event* ev = queue_event(id, RDMA_CM_EVENT_REJECTED, msg.reason);
   copy_private_data(ev, msg, kRejPrivateData);
@@ -192,7 +192,7 @@ void on_reject(Id* id, const WireMessage& msg) {
 
 void on_disconnect_request(Id* id) {
   stop_watching(id);
-  set_state(id, IdState::Disconnected, "DREQ");
+  set_state(id, IdState::kDisconnected, "DREQ");
   queue_event(id, RDMA_CM_EVENT_DISCONNECTED, 0);
 }
 
@@ -201,21 +201,21 @@ void on_disconnect_request(Id* id) {
 void on_peer_gone(Id* id) {
   stop_watching(id);
   switch (id->state) {
-    case IdState::Established:
-    case IdState::ResponseReceived:
-      set_state(id, IdState::Disconnected, "the peer is gone");
+    case IdState::kEstablished:
+    case IdState::kResponseReceived:
+      set_state(id, IdState::kDisconnected, "the peer is gone");
       queue_event(id, RDMA_CM_EVENT_DISCONNECTED, 0);
       break;
-    case IdState::Accepted:
-      set_state(id, IdState::Failed, "the peer is gone before its RTU");
+    case IdState::kAccepted:
+      set_state(id, IdState::kFailed, "the peer is gone before its RTU");
       queue_event(id, RDMA_CM_EVENT_CONNECT_ERROR, -ECONNRESET);
       break;
-    case IdState::ConnectSent:
-      set_state(id, IdState::Failed, "the peer is gone before its REP");
+    case IdState::kConnectSent:
+      set_state(id, IdState::kFailed, "the peer is gone before its REP");
       queue_event(id, RDMA_CM_EVENT_UNREACHABLE, -ECONNRESET);
       break;
-    case IdState::RequestReceived:
-      set_state(id, IdState::Failed, "the peer is gone before rdma_accept");  // rdma_accept will report it
+    case IdState::kRequestReceived:
+      set_state(id, IdState::kFailed, "the peer is gone before rdma_accept");  // rdma_accept will report it
       break;
     default:
       break;
@@ -226,26 +226,26 @@ void on_peer_gone(Id* id) {
 
 void handle(Id* id, const WireMessage& msg) {
   switch (msg.type) {
-    case MessageType::Rep:
-      if (id->state == IdState::ConnectSent) on_reply(id, msg);
+    case MessageType::kRep:
+      if (id->state == IdState::kConnectSent) on_reply(id, msg);
       break;
-    case MessageType::SidrRep:
-      if (id->state == IdState::ConnectSent) on_sidr_reply(id, msg);
+    case MessageType::kSidrRep:
+      if (id->state == IdState::kConnectSent) on_sidr_reply(id, msg);
       break;
-    case MessageType::Rtu:
-      if (id->state == IdState::Accepted) {
-        set_state(id, IdState::Established, "RTU");
+    case MessageType::kRtu:
+      if (id->state == IdState::kAccepted) {
+        set_state(id, IdState::kEstablished, "RTU");
         Event* ev = queue_event(id, RDMA_CM_EVENT_ESTABLISHED, 0);
         copy_private_data(ev, msg, 0);
         ev->pub.param.conn.private_data = nullptr;
       }
       break;
-    case MessageType::Rej:
-      if (id->state == IdState::ConnectSent || id->state == IdState::Accepted) on_reject(id, msg);
+    case MessageType::kRej:
+      if (id->state == IdState::kConnectSent || id->state == IdState::kAccepted) on_reject(id, msg);
       break;
-    case MessageType::Dreq:
-      if (id->state == IdState::Established || id->state == IdState::Accepted ||
-          id->state == IdState::ResponseReceived)
+    case MessageType::kDreq:
+      if (id->state == IdState::kEstablished || id->state == IdState::kAccepted ||
+          id->state == IdState::kResponseReceived)
         on_disconnect_request(id);
       break;
     default:
@@ -337,7 +337,7 @@ void on_listener_readable(Id* listener) {
       close(fd);
       continue;
     }
-    uint64_t key = watch_add(channel_of(listener->pub.channel), WatchKind::Incoming, fd, listener);
+    uint64_t key = watch_add(channel_of(listener->pub.channel), WatchKind::kIncoming, fd, listener);
     if (!key) {
       close(fd);
       continue;
@@ -355,8 +355,8 @@ void on_incoming_readable(uint64_t key, Watch& watch) {
   std::erase(listener->incoming, key);
   uint64_t doomed = key;
   watch_remove(doomed);  // `watch` is gone from here on
-  const bool request = got > 0 && (msg.type == MessageType::Req || msg.type == MessageType::SidrReq);
-  if (!request || listener->state != IdState::Listening) {
+  const bool request = got > 0 && (msg.type == MessageType::kReq || msg.type == MessageType::kSidrReq);
+  if (!request || listener->state != IdState::kListening) {
     close(fd);
     return;
   }
@@ -377,4 +377,4 @@ void on_connection_readable(Id* id) {
   }
 }
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm

@@ -1,19 +1,19 @@
 // rdma_create_qp(_ex) / rdma_destroy_qp exactly as their man pages say,
 // rdma_create_srq(_ex) / rdma_destroy_srq, rdma_init_qp_attr, and the QP
 // transitions the connection manager performs for the user.
-#include "cm_qp.hpp"
+#include "cm_qp.h"
 
-#include "cm_device.hpp"
+#include "cm_device.h"
 
 #include <rdma/rdma_cma.h>
 
 #include <cerrno>
 #include <cstring>
 
-#include "c_boundary.hpp"
-#include "cm_state.hpp"
+#include "c_boundary.h"
+#include "cm_state.h"
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 namespace {
 
 bool is_ud(const Id* id) { return id->pub.qp_type == IBV_QPT_UD; }
@@ -239,9 +239,9 @@ int move_qp_to_error(Id* id) {
   return modify(id->pub.qp, &attr, IBV_QP_STATE);
 }
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm
 
-using namespace softverbs::rdmacm;
+using namespace sv::rdmacm;
 
 extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_init_qp_attr(struct rdma_cm_id* cm_id,
                                                          struct ibv_qp_attr* qp_attr,

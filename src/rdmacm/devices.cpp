@@ -12,10 +12,10 @@
 #include <cerrno>
 #include <cstdlib>
 
-#include "c_boundary.hpp"
-#include "cm_device.hpp"
+#include "c_boundary.h"
+#include "cm_device.h"
 
-using namespace softverbs::rdmacm;
+using namespace sv::rdmacm;
 
 extern "C" SOFTVERBS_RDMACM_EXPORT struct ibv_context** rdma_get_devices(int* num_devices) {
   if (num_devices) *num_devices = 0;

@@ -5,7 +5,7 @@
 #include <array>
 #include <cstddef>
 
-#include "c_boundary.hpp"
+#include "c_boundary.h"
 
 namespace {
 

@@ -1,12 +1,12 @@
-// Building AF_IB addresses from IPv6 ones (see ib_sockaddr.hpp).
-#include "ib_sockaddr.hpp"
+// Building AF_IB addresses from IPv6 ones (see ib_sockaddr.h).
+#include "ib_sockaddr.h"
 
 #include <endian.h>
 
 #include <cstdint>
 #include <cstring>
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 
 namespace {
 
@@ -36,4 +36,4 @@ sockaddr_ib ib_sockaddr_from_in6(int port_space, const sockaddr_in6& in6) noexce
   return ib;
 }
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm

@@ -9,7 +9,7 @@
 // UD SENDs. Datagrams larger than the path MTU allows keep using UDP.
 // Nothing runs in the background: rrecvfrom and rpoll look at both the
 // completion queue and the UDP socket.
-#include "rsocket_dgram.hpp"
+#include "rsocket_dgram.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -25,11 +25,11 @@
 #include <mutex>
 #include <vector>
 
-#include "c_boundary.hpp"
-#include "cm_device.hpp"
+#include "c_boundary.h"
+#include "cm_device.h"
 #include "util/kernel_socket.h"
 
-namespace softverbs::rdmacm::rs {
+namespace sv::rdmacm::rs {
 namespace {
 
 constexpr uint32_t kTag = 0x53564447;   // "SVDG"
@@ -689,4 +689,4 @@ void dgram_close(RSocket& rs) {
   rs.fd = -1;
 }
 
-}  // namespace softverbs::rdmacm::rs
+}  // namespace sv::rdmacm::rs

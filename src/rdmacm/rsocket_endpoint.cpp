@@ -9,11 +9,11 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "c_boundary.hpp"
-#include "rsocket_stream.hpp"
-#include "rsocket_wr.hpp"
+#include "c_boundary.h"
+#include "rsocket_stream.h"
+#include "rsocket_wr.h"
 
-namespace softverbs::rdmacm::rs {
+namespace sv::rdmacm::rs {
 namespace {
 
 constexpr uint32_t kMinQueue = 16;
@@ -31,7 +31,7 @@ int post_receives(RSocket& rs, uint32_t n) {
 int post_one_receive(RSocket& rs) {
   ibv_recv_wr wr{};
   ibv_recv_wr* bad = nullptr;
-  wr.wr_id = wr_id(WrKind::Recv, 0);
+  wr.wr_id = wr_id(WrKind::kRecv, 0);
   int rc = ibv_post_recv(rs.id->qp, &wr, &bad);
   if (rc) errno = rc;
   return rc ? -1 : 0;
@@ -144,4 +144,4 @@ int start_session(RSocket& rs, const void* private_data, size_t len) {
   return 0;
 }
 
-}  // namespace softverbs::rdmacm::rs
+}  // namespace sv::rdmacm::rs

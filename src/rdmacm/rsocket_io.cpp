@@ -6,12 +6,12 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#include "c_boundary.hpp"
-#include "rsocket_dgram.hpp"
-#include "rsocket_stream.hpp"
+#include "c_boundary.h"
+#include "rsocket_dgram.h"
+#include "rsocket_stream.h"
 
-using namespace softverbs::rdmacm;
-using namespace softverbs::rdmacm::rs;
+using namespace sv::rdmacm;
+using namespace sv::rdmacm::rs;
 
 namespace {
 

@@ -14,12 +14,12 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "c_boundary.hpp"
-#include "rsocket_stream.hpp"
-#include "rsocket_wr.hpp"
+#include "c_boundary.h"
+#include "rsocket_stream.h"
+#include "rsocket_wr.h"
 
-using namespace softverbs::rdmacm;
-using namespace softverbs::rdmacm::rs;
+using namespace sv::rdmacm;
+using namespace sv::rdmacm::rs;
 
 namespace {
 
@@ -58,7 +58,7 @@ int post_write(RSocket& rs, const void* src, uint32_t len, uint64_t remote_addr,
     sge.lkey = rs.smr->lkey;
     staged = piece.accounted;
   }
-  wr.wr_id = wr_id(WrKind::Write, staged);
+  wr.wr_id = wr_id(WrKind::kWrite, staged);
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.opcode = imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
@@ -107,7 +107,7 @@ int announce(RSocket& rs, Lock& lock, LocalIomap& map) {
   if (send_side_closed(rs)) return fail(send_error(rs));
   IomapEntry* staged = &rs.announce_buf[map.slot];
   *staged = entry;
-  const uint32_t imm = imm_pack(Op::Iomap, static_cast<uint32_t>(map.slot));
+  const uint32_t imm = imm_pack(Op::kIomap, static_cast<uint32_t>(map.slot));
   if (post_write(rs, staged, sizeof entry,
                  rs.peer.iomap_addr + uint64_t(map.slot) * sizeof(IomapEntry), rs.peer.iomap_rkey,
                  &imm, rs.announce_mr) != 0)
@@ -141,7 +141,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT off_t riomap(int socket, void* buf, size_t le
   return guarded<off_t>(-1, [&]() -> off_t {
     std::lock_guard<std::mutex> serial(rs->send_mutex);
     Lock lock(rs->mutex);
-    if (rs->phase != Phase::Connected && rs->phase != Phase::Accepting)
+    if (rs->phase != Phase::kConnected && rs->phase != Phase::kAccepting)
       return fail_as<off_t>(EINVAL);
     LocalIomap map{buf,     len, offset == -1 ? reinterpret_cast<uintptr_t>(buf) : uint64_t(offset),
                    nullptr, -1,  false};
@@ -154,7 +154,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT off_t riomap(int socket, void* buf, size_t le
     if (!map.mr) return -1;
     rs->iomaps.push_back(map);
     if (map.slot >= 0) {
-      if (rs->phase == Phase::Accepting && drive_connection(*rs, lock, false) != 0) return -1;
+      if (rs->phase == Phase::kAccepting && drive_connection(*rs, lock, false) != 0) return -1;
       if (announce(*rs, lock, rs->iomaps.back()) != 0) {
         int err = errno;
         ibv_dereg_mr(rs->iomaps.back().mr);
@@ -190,7 +190,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT size_t riowrite(int socket, const void* buf, 
     std::lock_guard<std::mutex> serial(rs->send_mutex);
     Lock lock(rs->mutex);
     const bool nonblock = rs->nonblocking(flags);
-    if (rs->phase != Phase::Connected && drive_connection(*rs, lock, nonblock) != 0)
+    if (rs->phase != Phase::kConnected && drive_connection(*rs, lock, nonblock) != 0)
       return fail_as<size_t>(errno);
     size_t done = 0;
     const auto* src = static_cast<const uint8_t*>(buf);

@@ -12,11 +12,11 @@
 #include <cstdarg>
 #include <cstring>
 
-#include "c_boundary.hpp"
-#include "rsocket_stream.hpp"
+#include "c_boundary.h"
+#include "rsocket_stream.h"
 
-using namespace softverbs::rdmacm;
-using namespace softverbs::rdmacm::rs;
+using namespace sv::rdmacm;
+using namespace sv::rdmacm::rs;
 
 namespace {
 
@@ -38,8 +38,8 @@ int put_int(void* optval, socklen_t* optlen, int value) {
 }
 
 bool sizes_frozen(const RSocket& rs) {
-  return rs.type == SOCK_STREAM && rs.phase != Phase::Idle && rs.phase != Phase::Bound &&
-         rs.phase != Phase::Listening;
+  return rs.type == SOCK_STREAM && rs.phase != Phase::kIdle && rs.phase != Phase::kBound &&
+         rs.phase != Phase::kListening;
 }
 
 int set_socket_level(RSocket& rs, int optname, const void* optval, socklen_t optlen) {
@@ -49,7 +49,7 @@ int set_socket_level(RSocket& rs, int optname, const void* optval, socklen_t opt
       if (int_value(optval, optlen, &v)) return -1;
       if (rs.type == SOCK_DGRAM) return setsockopt(rs.fd, SOL_SOCKET, optname, optval, optlen);
       if (rdma_set_option(rs.id, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &v, sizeof v) != 0 &&
-          rs.phase == Phase::Idle)
+          rs.phase == Phase::kIdle)
         return -1;
       rs.opt.reuseaddr = v != 0;
       return 0;

@@ -11,20 +11,20 @@
 #include <memory>
 #include <vector>
 
-#include "c_boundary.hpp"
-#include "rsocket_dgram.hpp"
-#include "rsocket_stream.hpp"
+#include "c_boundary.h"
+#include "rsocket_dgram.h"
+#include "rsocket_stream.h"
 
-using namespace softverbs::rdmacm;
-using namespace softverbs::rdmacm::rs;
+using namespace sv::rdmacm;
+using namespace sv::rdmacm::rs;
 
 namespace {
 
 short revents_of(RSocket& rs, short events) {
   if (rs.type == SOCK_DGRAM) return dgram_revents(rs, events);
   Lock lock(rs.mutex);
-  if (rs.phase == Phase::Accepting || rs.phase == Phase::ResolvingAddr ||
-      rs.phase == Phase::ResolvingRoute || rs.phase == Phase::Connecting)
+  if (rs.phase == Phase::kAccepting || rs.phase == Phase::kResolvingAddr ||
+      rs.phase == Phase::kResolvingRoute || rs.phase == Phase::kConnecting)
     pump_cm(rs);
   return stream_revents(rs, events);
 }

@@ -9,11 +9,11 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "c_boundary.hpp"
-#include "rsocket_stream.hpp"
-#include "rsocket_wr.hpp"
+#include "c_boundary.h"
+#include "rsocket_stream.h"
+#include "rsocket_wr.h"
 
-namespace softverbs::rdmacm::rs {
+namespace sv::rdmacm::rs {
 namespace {
 
 constexpr int kCqBatch = 16;
@@ -23,7 +23,7 @@ constexpr uint64_t kCmCheckIntervalNs = 1000000;  // 1 ms
 
 void fail_connect(RSocket& rs, int err) {
   rs.so_error = err;
-  rs.phase = Phase::Failed;
+  rs.phase = Phase::kFailed;
 }
 
 void broken(RSocket& rs) {
@@ -45,31 +45,31 @@ void begin_connect(RSocket& rs) {
   param.retry_count = 7;
   param.rnr_retry_count = 7;
   if (rdma_connect(rs.id, &param) != 0) return fail_connect(rs, errno);
-  rs.phase = Phase::Connecting;
+  rs.phase = Phase::kConnecting;
 }
 
 void on_cm_event(RSocket& rs, rdma_cm_event* ev) {
   switch (ev->event) {
     case RDMA_CM_EVENT_ADDR_RESOLVED:
-      if (rs.phase != Phase::ResolvingAddr) break;
+      if (rs.phase != Phase::kResolvingAddr) break;
       if (rdma_resolve_route(rs.id, kResolveTimeoutMs) != 0)
         fail_connect(rs, errno);
       else
-        rs.phase = Phase::ResolvingRoute;
+        rs.phase = Phase::kResolvingRoute;
       break;
     case RDMA_CM_EVENT_ROUTE_RESOLVED:
-      if (rs.phase == Phase::ResolvingRoute) begin_connect(rs);
+      if (rs.phase == Phase::kResolvingRoute) begin_connect(rs);
       break;
     case RDMA_CM_EVENT_ESTABLISHED:
-      if (rs.phase == Phase::Connecting) {
+      if (rs.phase == Phase::kConnecting) {
         if (start_session(rs, ev->param.conn.private_data, ev->param.conn.private_data_len) != 0) {
           fail_connect(rs, errno);
           rdma_disconnect(rs.id);
           break;
         }
-        rs.phase = Phase::Connected;
-      } else if (rs.phase == Phase::Accepting) {
-        rs.phase = Phase::Connected;
+        rs.phase = Phase::kConnected;
+      } else if (rs.phase == Phase::kAccepting) {
+        rs.phase = Phase::kConnected;
       }
       break;
     case RDMA_CM_EVENT_REJECTED:
@@ -86,15 +86,15 @@ void on_cm_event(RSocket& rs, rdma_cm_event* ev) {
       fail_connect(rs, error_of(ev, ECONNRESET));
       break;
     case RDMA_CM_EVENT_DISCONNECTED:
-      if (rs.phase == Phase::Connected) {
+      if (rs.phase == Phase::kConnected) {
         rs.peer_gone = true;
         rs.peer_eof = true;
-      } else if (rs.phase == Phase::Connecting || rs.phase == Phase::Accepting) {
+      } else if (rs.phase == Phase::kConnecting || rs.phase == Phase::kAccepting) {
         fail_connect(rs, ECONNRESET);
       }
       break;
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
-      if (rs.phase == Phase::Connected)
+      if (rs.phase == Phase::kConnected)
         rs.conn_error = ENODEV;
       else
         fail_connect(rs, ENODEV);
@@ -115,20 +115,20 @@ void on_receive(RSocket& rs, const ibv_wc& wc) {
   const uint32_t imm = be32toh(wc.imm_data);
   const uint32_t arg = imm_arg(imm);
   switch (imm_op(imm)) {
-    case Op::Data:
+    case Op::kData:
       if (!rs.ring.arrived(arg)) broken(rs);
       break;
-    case Op::Credit: {
+    case Op::kCredit: {
       CreditGrant g = CreditGrant::unpack(arg);
       rs.credits.grant(g.messages);
       rs.remote.grant(g.bytes);
       break;
     }
-    case Op::Ctrl:
+    case Op::kCtrl:
       rs.peer_eof = true;
-      if (static_cast<Ctrl>(arg) == Ctrl::Disconnect) rs.peer_gone = true;
+      if (static_cast<Ctrl>(arg) == Ctrl::kDisconnect) rs.peer_gone = true;
       break;
-    case Op::Iomap:
+    case Op::kIomap:
       break;  // the entry is in our table already
   }
 }
@@ -136,10 +136,10 @@ void on_receive(RSocket& rs, const ibv_wc& wc) {
 }  // namespace
 
 void send_grants(RSocket& rs) {
-  if (rs.phase != Phase::Connected || rs.conn_error || rs.peer_gone) return;
+  if (rs.phase != Phase::kConnected || rs.conn_error || rs.peer_gone) return;
   while (rs.ledger.due() && can_send_ctrl(rs)) {
     CreditGrant g = rs.ledger.next();
-    if (post_ctrl(rs, Op::Credit, g.pack()) != 0) return;
+    if (post_ctrl(rs, Op::kCredit, g.pack()) != 0) return;
     rs.ledger.commit(g);
   }
 }
@@ -153,7 +153,7 @@ void poll_cq(RSocket& rs) {
     if (n <= 0) break;
     any = true;
     for (int i = 0; i < n; ++i) {
-      if (wr_kind(wc[i].wr_id) == WrKind::Recv) {
+      if (wr_kind(wc[i].wr_id) == WrKind::kRecv) {
         on_receive(rs, wc[i]);
       } else {
         ++rs.sqe_avail;
@@ -174,7 +174,7 @@ void pump_cm(RSocket& rs) {
   rs.last_cm_check_ns = now_ns();
   rdma_cm_event* ev = nullptr;
   while (rdma_get_cm_event(rs.channel, &ev) == 0) {
-    if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST && rs.phase == Phase::Listening) {
+    if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST && rs.phase == Phase::kListening) {
       rs.backlog.push_back(ev);  // acked by raccept
       continue;
     }
@@ -189,7 +189,7 @@ void progress(RSocket& rs, bool check_cm) {
   // DISCONNECTED has been read those bytes are in our CQ. The other way
   // round, a disconnect that came between the two reads made the end of the
   // stream overtake them: rrecv returned 0 with the bytes still unread.
-  if (check_cm || rs.phase != Phase::Connected ||
+  if (check_cm || rs.phase != Phase::kConnected ||
       now_ns() - rs.last_cm_check_ns > kCmCheckIntervalNs)
     pump_cm(rs);
   poll_cq(rs);
@@ -244,7 +244,7 @@ bool can_send_ctrl(const RSocket& rs) { return rs.sqe_avail > 0 && rs.credits.ca
 int post_ctrl(RSocket& rs, Op op, uint32_t arg) {
   ibv_send_wr wr{};
   ibv_send_wr* bad = nullptr;
-  wr.wr_id = wr_id(WrKind::Ctrl, 0);
+  wr.wr_id = wr_id(WrKind::kCtrl, 0);
   wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
   wr.imm_data = htobe32(imm_pack(op, arg));
   wr.wr.rdma.remote_addr = rs.peer.ring_addr;
@@ -272,17 +272,17 @@ int drive_connection(RSocket& rs, Lock& lock, bool nonblock) {
     if (rs.closed) return fail(EBADF);
     pump_cm(rs);
     switch (rs.phase) {
-      case Phase::Connected:
+      case Phase::kConnected:
         return 0;
-      case Phase::Failed: {
+      case Phase::kFailed: {
         int err = rs.so_error ? rs.so_error : (rs.conn_error ? rs.conn_error : ECONNREFUSED);
         rs.so_error = 0;
         return fail(err);
       }
-      case Phase::ResolvingAddr:
-      case Phase::ResolvingRoute:
-      case Phase::Connecting:
-      case Phase::Accepting:
+      case Phase::kResolvingAddr:
+      case Phase::kResolvingRoute:
+      case Phase::kConnecting:
+      case Phase::kAccepting:
         break;
       default:
         return fail(ENOTCONN);
@@ -304,13 +304,13 @@ short stream_revents(RSocket& rs, short events) {
   progress(rs, false);
   short r = 0;
   switch (rs.phase) {
-    case Phase::Listening:
+    case Phase::kListening:
       if (!rs.backlog.empty()) r |= POLLIN;
       break;
-    case Phase::Failed:
+    case Phase::kFailed:
       r |= POLLOUT | POLLERR | POLLHUP;
       break;
-    case Phase::Connected:
+    case Phase::kConnected:
       if (rs.ring.readable() || rs.peer_eof || rs.shut_rd || rs.conn_error) r |= POLLIN;
       if (can_send_data(rs, 1) || send_side_closed(rs)) r |= POLLOUT;
       if (rs.conn_error)
@@ -324,4 +324,4 @@ short stream_revents(RSocket& rs, short events) {
   return r & (events | POLLERR | POLLHUP);
 }
 
-}  // namespace softverbs::rdmacm::rs
+}  // namespace sv::rdmacm::rs

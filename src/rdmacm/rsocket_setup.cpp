@@ -1,6 +1,6 @@
 // rsockets: creating, binding, listening, accepting, connecting, shutting
-// down and closing (the C entry points; the engine is rsocket_stream.hpp
-// and rsocket_dgram.hpp).
+// down and closing (the C entry points; the engine is rsocket_stream.h
+// and rsocket_dgram.h).
 #include <fcntl.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rsocket.h>
@@ -8,12 +8,12 @@
 
 #include <cstring>
 
-#include "c_boundary.hpp"
-#include "rsocket_dgram.hpp"
-#include "rsocket_stream.hpp"
+#include "c_boundary.h"
+#include "rsocket_dgram.h"
+#include "rsocket_stream.h"
 
-using namespace softverbs::rdmacm;
-using namespace softverbs::rdmacm::rs;
+using namespace sv::rdmacm;
+using namespace sv::rdmacm::rs;
 
 namespace {
 
@@ -82,13 +82,13 @@ std::shared_ptr<RSocket> accept_request(RSocket& listener, rdma_cm_event* ev) {
     errno = err;
     return nullptr;
   }
-  rs->phase = Phase::Accepting;
+  rs->phase = Phase::kAccepting;
   return rs;
 }
 
 int stream_accept(RSocket& listener, sockaddr* addr, socklen_t* addrlen) {
   Lock lock(listener.mutex);
-  if (listener.phase != Phase::Listening) return fail(EINVAL);
+  if (listener.phase != Phase::kListening) return fail(EINVAL);
   for (;;) {
     if (listener.closed) return fail(EBADF);
     pump_cm(listener);
@@ -113,18 +113,18 @@ int stream_connect(RSocket& rs, const sockaddr* addr, socklen_t addrlen) {
   Lock lock(rs.mutex);
   const bool nonblock = rs.nonblocking(0);
   switch (rs.phase) {
-    case Phase::Idle:
-    case Phase::Bound:
+    case Phase::kIdle:
+    case Phase::kBound:
       if (!addr || addrlen < sizeof(sockaddr_in)) return fail(EINVAL);
       if (rdma_resolve_addr(rs.id, nullptr, const_cast<sockaddr*>(addr), 2000) != 0) return -1;
-      rs.phase = Phase::ResolvingAddr;
+      rs.phase = Phase::kResolvingAddr;
       break;
-    case Phase::ResolvingAddr:
-    case Phase::ResolvingRoute:
-    case Phase::Connecting:
+    case Phase::kResolvingAddr:
+    case Phase::kResolvingRoute:
+    case Phase::kConnecting:
       if (nonblock) return fail(EALREADY);
       break;
-    case Phase::Connected:
+    case Phase::kConnected:
       return fail(EISCONN);
     default:
       return fail(EINVAL);
@@ -172,9 +172,9 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rbind(int socket, const struct sockaddr* 
   return guarded(-1, [&] {
     if (rs->type == SOCK_DGRAM) return dgram_bind(*rs, addr, addrlen);
     Lock lock(rs->mutex);
-    if (rs->phase != Phase::Idle) return fail(EINVAL);
+    if (rs->phase != Phase::kIdle) return fail(EINVAL);
     if (rdma_bind_addr(rs->id, const_cast<sockaddr*>(addr)) != 0) return -1;
-    rs->phase = Phase::Bound;
+    rs->phase = Phase::kBound;
     return 0;
   });
 }
@@ -185,10 +185,10 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rlisten(int socket, int backlog) {
   if (rs->type != SOCK_STREAM) return fail(EOPNOTSUPP);
   return guarded(-1, [&] {
     Lock lock(rs->mutex);
-    if (rs->phase == Phase::Listening) return 0;
-    if (rs->phase != Phase::Idle && rs->phase != Phase::Bound) return fail(EINVAL);
+    if (rs->phase == Phase::kListening) return 0;
+    if (rs->phase != Phase::kIdle && rs->phase != Phase::kBound) return fail(EINVAL);
     if (rdma_listen(rs->id, backlog) != 0) return -1;
-    rs->phase = Phase::Listening;
+    rs->phase = Phase::kListening;
     return 0;
   });
 }
@@ -241,8 +241,8 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rgetpeername(int socket, struct sockaddr*
   if (!addrlen || (!addr && *addrlen)) return fail(EFAULT);
   if (rs->type == SOCK_DGRAM) return getpeername(rs->fd, addr, addrlen);
   Lock lock(rs->mutex);
-  if (rs->phase != Phase::Connected && rs->phase != Phase::Accepting &&
-      rs->phase != Phase::Connecting)
+  if (rs->phase != Phase::kConnected && rs->phase != Phase::kAccepting &&
+      rs->phase != Phase::kConnecting)
     return fail(ENOTCONN);
   copy_address(rdma_get_peer_addr(rs->id), addr, addrlen);
   return 0;

@@ -9,11 +9,11 @@
 #include <algorithm>
 #include <cstring>
 
-#include "c_boundary.hpp"
-#include "rsocket_stream.hpp"
-#include "rsocket_wr.hpp"
+#include "c_boundary.h"
+#include "rsocket_stream.h"
+#include "rsocket_wr.h"
 
-namespace softverbs::rdmacm::rs {
+namespace sv::rdmacm::rs {
 namespace {
 
 constexpr uint32_t kMaxTransfer = 65536;  // bytes per WRITE, as rdma-core
@@ -75,11 +75,11 @@ int post_data(RSocket& rs, const iovec* iov, int iovcnt, size_t offset, uint32_t
     staged = piece.accounted;
   }
   sge.length = n;
-  wr.wr_id = wr_id(WrKind::Data, staged);
+  wr.wr_id = wr_id(WrKind::kData, staged);
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-  wr.imm_data = htobe32(imm_pack(Op::Data, n));
+  wr.imm_data = htobe32(imm_pack(Op::kData, n));
   wr.wr.rdma.remote_addr = rs.peer.ring_addr + rs.remote.offset();
   wr.wr.rdma.rkey = rs.peer.ring_rkey;
   int rc = ibv_post_send(rs.id->qp, &wr, &bad);
@@ -97,8 +97,8 @@ int post_data(RSocket& rs, const iovec* iov, int iovcnt, size_t offset, uint32_t
 // Before any transfer: an accepted socket waits for ESTABLISHED; a socket
 // still connecting (non-blocking rconnect) finishes first.
 int ensure_connected(RSocket& rs, Lock& lock, bool nonblock) {
-  if (rs.phase == Phase::Connected) return 0;
-  if (rs.phase == Phase::Idle || rs.phase == Phase::Bound || rs.phase == Phase::Listening)
+  if (rs.phase == Phase::kConnected) return 0;
+  if (rs.phase == Phase::kIdle || rs.phase == Phase::kBound || rs.phase == Phase::kListening)
     return fail(ENOTCONN);
   return drive_connection(rs, lock, nonblock);
 }
@@ -183,21 +183,21 @@ ssize_t stream_recv(RSocket& rs, const iovec* iov, int iovcnt, int flags) {
 int stream_shutdown(RSocket& rs, int how) {
   std::lock_guard<std::mutex> serial(rs.send_mutex);
   Lock lock(rs.mutex);
-  if (rs.phase == Phase::Accepting) drive_connection(rs, lock, true);
-  if (rs.phase != Phase::Connected) return fail(ENOTCONN);
+  if (rs.phase == Phase::kAccepting) drive_connection(rs, lock, true);
+  if (rs.phase != Phase::kConnected) return fail(ENOTCONN);
   Ctrl ctrl{};
   bool send = false;
   if (how == SHUT_RD || how == SHUT_RDWR) rs.shut_rd = true;
   if ((how == SHUT_WR || how == SHUT_RDWR) && !rs.shut_wr) {
     send = true;
-    ctrl = rs.shut_rd ? Ctrl::Disconnect : Ctrl::Shutdown;
+    ctrl = rs.shut_rd ? Ctrl::kDisconnect : Ctrl::kShutdown;
   }
   if (how == SHUT_WR || how == SHUT_RDWR) rs.shut_wr = true;
   if (send && !rs.peer_gone && !rs.conn_error) {
     auto usable = [&] { return can_send_ctrl(rs) || rs.peer_gone || rs.conn_error; };
     if (wait_until(rs, lock, false, usable, kShutdownWaitMs) == 0 && can_send_ctrl(rs) &&
         !rs.peer_gone && !rs.conn_error)
-      post_ctrl(rs, Op::Ctrl, static_cast<uint32_t>(ctrl));
+      post_ctrl(rs, Op::kCtrl, static_cast<uint32_t>(ctrl));
     auto drained = [&] { return rs.sqe_avail == rs.sq_size || rs.peer_gone || rs.conn_error; };
     wait_until(rs, lock, false, drained, kShutdownWaitMs);
   }
@@ -205,7 +205,7 @@ int stream_shutdown(RSocket& rs, int how) {
 }
 
 void stream_close(RSocket& rs) {
-  if ((rs.phase == Phase::Connected || rs.phase == Phase::Accepting) && !(rs.shut_rd && rs.shut_wr))
+  if ((rs.phase == Phase::kConnected || rs.phase == Phase::kAccepting) && !(rs.shut_rd && rs.shut_wr))
     stream_shutdown(rs, SHUT_RDWR);
   Lock lock(rs.mutex);
   rs.closed = true;
@@ -217,8 +217,8 @@ void stream_close(RSocket& rs) {
     rdma_destroy_id(child);
   }
   rs.backlog.clear();
-  if (rs.id && (rs.phase == Phase::Connected || rs.phase == Phase::Accepting ||
-                rs.phase == Phase::Connecting))
+  if (rs.id && (rs.phase == Phase::kConnected || rs.phase == Phase::kAccepting ||
+                rs.phase == Phase::kConnecting))
     rdma_disconnect(rs.id);
   destroy_endpoint(rs);
   if (rs.id) rdma_destroy_id(rs.id);
@@ -227,4 +227,4 @@ void stream_close(RSocket& rs) {
   rs.channel = nullptr;
 }
 
-}  // namespace softverbs::rdmacm::rs
+}  // namespace sv::rdmacm::rs

@@ -7,9 +7,9 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "rsocket_state.hpp"
+#include "rsocket_state.h"
 
-namespace softverbs::rdmacm::rs {
+namespace sv::rdmacm::rs {
 namespace {
 
 std::mutex& table_mutex() {
@@ -90,4 +90,4 @@ uint64_t now_ns() {
   return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
 }
 
-}  // namespace softverbs::rdmacm::rs
+}  // namespace sv::rdmacm::rs

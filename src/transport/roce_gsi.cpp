@@ -1,7 +1,7 @@
 // QP1 on the network path. The kernel's CM answers QP1 for a whole host;
 // here whichever process receives a CM MAD (a UD SEND to QP1 with the GSI
 // Q_Key) posts it to the mailbox of the connection manager it is for
-// (ibcm/gsi_mailbox.hpp): a listener for a REQ or SIDR REQ, the addressed
+// (ibcm/gsi_mailbox.h): a listener for a REQ or SIDR REQ, the addressed
 // communication ID for the rest. Where no mailbox takes it, the answer is
 // the one Linux's CM gives for an unknown service or connection: a REJ
 // (invalid service ID), a SIDR REP (unsupported), a DREP to a DREQ.
@@ -13,8 +13,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "ibcm/cm_messages.hpp"
-#include "ibcm/gsi_mailbox.hpp"
+#include "ibcm/cm_messages.h"
+#include "ibcm/gsi_mailbox.h"
 #include "net/roce_opcode.h"
 #include "transport/roce_engine.h"
 #include "util/log.h"
@@ -22,7 +22,7 @@
 namespace sv::roce {
 namespace {
 
-using softverbs::ibcm::CmMessage;
+using sv::ibcm::CmMessage;
 
 int mailbox_socket() {
   static int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -31,12 +31,12 @@ int mailbox_socket() {
 
 // 1: posted; 0: no such mailbox; -1: the mailbox is full (its CM is busy:
 // the MAD is dropped, and the sender's retry comes later).
-int post(const std::string& name, const softverbs::ibcm::MailboxHeader& h, const uint8_t* mad) {
+int post(const std::string& name, const sv::ibcm::MailboxHeader& h, const uint8_t* mad) {
   socklen_t len;
-  const sockaddr_un un = softverbs::ibcm::mailbox_address(name, &len);
-  uint8_t buf[softverbs::ibcm::kMailboxDatagram];
+  const sockaddr_un un = sv::ibcm::mailbox_address(name, &len);
+  uint8_t buf[sv::ibcm::kMailboxDatagram];
   std::memcpy(buf, &h, sizeof h);
-  std::memcpy(buf + sizeof h, mad, softverbs::ibcm::kMadSize);
+  std::memcpy(buf + sizeof h, mad, sv::ibcm::kMadSize);
   if (sendto(mailbox_socket(), buf, sizeof buf, MSG_NOSIGNAL, reinterpret_cast<const sockaddr*>(&un), len) ==
       static_cast<ssize_t>(sizeof buf))
     return 1;
@@ -65,20 +65,20 @@ bool seen_before(const in6_addr& from, uint32_t request_id) {
 
 // The CM's answer when nobody on this host owns what the MAD names.
 std::optional<CmMessage> answer_for_nobody(const CmMessage& in) {
-  using namespace softverbs::ibcm;
+  using namespace sv::ibcm;
   CmMessage out;
   out.transaction_id = in.transaction_id;
   if (const auto* req = std::get_if<Req>(&in.body)) {
     Rej rej;
     rej.remote_comm_id = req->local_comm_id;
-    rej.message_rejected = MessageResponded::Req;
-    rej.reason = static_cast<uint16_t>(RejReason::InvalidServiceId);
+    rej.message_rejected = MessageResponded::kReq;
+    rej.reason = static_cast<uint16_t>(RejReason::kInvalidServiceId);
     out.body = rej;
   } else if (const auto* sidr = std::get_if<SidrReq>(&in.body)) {
     SidrRep rep;
     rep.request_id = sidr->request_id;
     rep.service_id = sidr->service_id;
-    rep.status = static_cast<uint8_t>(SidrStatus::Unsupported);
+    rep.status = static_cast<uint8_t>(SidrStatus::kUnsupported);
     out.body = rep;
   } else if (const auto* dreq = std::get_if<Dreq>(&in.body)) {
     Drep drep;
@@ -94,7 +94,7 @@ std::optional<CmMessage> answer_for_nobody(const CmMessage& in) {
 }  // namespace
 
 void deliver_to_gsi(Engine& e, const net::RocePacket& pkt, const PacketAddrs& from) {
-  using namespace softverbs::ibcm;
+  using namespace sv::ibcm;
   if (pkt.bth.opcode != (net::kTransportUd | net::kSendOnly) || pkt.deth.qkey != kGsiQkey ||
       pkt.payload_len < kMadSize) {
     e.counters.add_device(kNoQp);
@@ -117,7 +117,7 @@ void deliver_to_gsi(Engine& e, const net::RocePacket& pkt, const PacketAddrs& fr
     }
   }
   CmMessage in;
-  if (decode(mad, in) != DecodeError::None) {
+  if (decode(mad, in) != DecodeError::kNone) {
     e.counters.add_device(kNoQp);
     return;
   }

@@ -17,7 +17,7 @@
 #include "core/qp.h"
 #include "core/requester.h"
 #include "core/transport.h"
-#include "ibcm/mad_header.hpp"
+#include "ibcm/mad_header.h"
 #include "net/roce_datagram.h"
 #include "net/roce_frame.h"
 #include "net/roce_opcode.h"
@@ -168,7 +168,7 @@ void handle_datagram(Nic& n, uint8_t* buf, size_t len, const DatagramInfo& info,
   net::RocePacket pkt;
   if (len < net::kIcrcBytes || !net::decode(buf + net::kDatagramHeadroom, len - net::kIcrcBytes, &pkt)) return;
   if (!g_network_in_use.load(std::memory_order_relaxed)) g_network_in_use.store(true, std::memory_order_relaxed);
-  if (pkt.bth.dest_qp == softverbs::ibcm::kGsiQpn) {  // a CM MAD: whoever got it posts it on
+  if (pkt.bth.dest_qp == sv::ibcm::kGsiQpn) {  // a CM MAD: whoever got it posts it on
     Capture& cap = Capture::get();
     if (__builtin_expect(cap.enabled(), 0))
       cap.packet(info.src, info.dst, info.src_port, local_port, info.traffic_class, pkt, pkt.payload, pkt.payload_len);
@@ -241,7 +241,7 @@ bool forward_whole(Nic& n, uint8_t* slot, size_t len, uint16_t seg, const Datagr
     if (std::min<size_t>(seg, len - off) < net::kBthBytes + net::kIcrcBytes) return false;
     const uint32_t qpn = net::be::get24(data + off + 5);  // BTH DestQP
     const uint32_t o = shm::qpn_slot(qpn);
-    if (qpn == softverbs::ibcm::kGsiQpn || qpn == shm::kMulticastQpn || o == n.slot || (off && o != owner))
+    if (qpn == sv::ibcm::kGsiQpn || qpn == shm::kMulticastQpn || o == n.slot || (off && o != owner))
       return false;
     owner = o;
   }

@@ -1,5 +1,5 @@
 // The C boundary of both our libraries (libibverbs.so.1 through verbs/abi.h,
-// librdmacm.so.1 through rdmacm/c_boundary.hpp): how a failure becomes the
+// librdmacm.so.1 through rdmacm/c_boundary.h): how a failure becomes the
 // return value and errno a C caller expects, and how no C++ exception ever
 // reaches one (the libzmq model: each entry point checks its arguments,
 // calls into C++, and turns failure into errno and a return code).
@@ -39,7 +39,7 @@ template <class T>
 
 // Runs `body`; should it throw, returns `on_error` with errno ENOMEM for
 // std::bad_alloc in both libraries, and `other_errno` for any other
-// exception: each library's own choice (verbs/abi.h, rdmacm/c_boundary.hpp).
+// exception: each library's own choice (verbs/abi.h, rdmacm/c_boundary.h).
 template <class R, class F>
 R guarded(R on_error, int other_errno, F&& body) noexcept {
   try {

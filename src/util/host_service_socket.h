@@ -70,7 +70,7 @@ struct Notice {
   uint8_t reserved[7] = {};
 };
 
-// A CM mailbox (ibcm/gsi_mailbox.hpp) as the service knows it: its name
+// A CM mailbox (ibcm/gsi_mailbox.h) as the service knows it: its name
 // without the "softverbs-<domain>-" prefix, the same for every user
 // ("gsi-tcp-10.0.0.1:7471", "gsi-id-0a1b2c3d"). The CM MADs a mailbox is
 // for go only to the user whose process claimed its key: no other user

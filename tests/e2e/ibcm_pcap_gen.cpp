@@ -12,11 +12,11 @@
 #include <cstring>
 #include <vector>
 
-#include "ibcm/cm_messages.hpp"
-#include "ibcm/cma_header.hpp"
-#include "ibcm/mad_header.hpp"
+#include "ibcm/cm_messages.h"
+#include "ibcm/cma_header.h"
+#include "ibcm/mad_header.h"
 
-using namespace softverbs::ibcm;
+using namespace sv::ibcm;
 
 namespace {
 
@@ -105,14 +105,14 @@ std::vector<CmMessage> messages() {
 
   Req req;
   req.local_comm_id = 0x11223344;
-  req.service_id = ip_service_id(PortSpace::Tcp, 7471);
+  req.service_id = ip_service_id(PortSpace::kTcp, 7471);
   req.local_ca_guid = 0x0002C9FFFE123456;
   req.local_qkey = 0x01234567;
   req.local_qpn = 0x0ABCDE;
   req.responder_resources = 4;
   req.initiator_depth = 3;
   req.remote_cm_response_timeout = 20;
-  req.transport_service = TransportService::Rc;
+  req.transport_service = TransportService::kRc;
   req.end_to_end_flow_control = 1;
   req.starting_psn = 0x654321;
   req.local_cm_response_timeout = 18;
@@ -169,12 +169,12 @@ std::vector<CmMessage> messages() {
   Rej rej;
   rej.local_comm_id = 0x55667788;
   rej.remote_comm_id = 0x11223344;
-  rej.message_rejected = MessageResponded::Rep;
+  rej.message_rejected = MessageResponded::kRep;
   rej.reject_info_length = 3;
   rej.ari[0] = 0xA1;
   rej.ari[1] = 0xA2;
   rej.ari[2] = 0xA3;
-  rej.reason = static_cast<uint16_t>(RejReason::ConsumerDefined);
+  rej.reason = static_cast<uint16_t>(RejReason::kConsumerDefined);
   fill_text(rej.private_data, "no-thanks");
   out.push_back({0x0000000200000002, rej});
 
@@ -192,23 +192,23 @@ std::vector<CmMessage> messages() {
   Mra mra;
   mra.local_comm_id = 0x55667788;
   mra.remote_comm_id = 0x11223344;
-  mra.message_mraed = MessageResponded::Rep;
+  mra.message_mraed = MessageResponded::kRep;
   mra.service_timeout = 21;
   out.push_back({0x0000000200000004, mra});
 
   SidrReq sreq;
   sreq.request_id = 0xCAFEF00D;
   sreq.pkey = 0xffff;
-  sreq.service_id = ip_service_id(PortSpace::Udp, 7471);
+  sreq.service_id = ip_service_id(PortSpace::kUdp, 7471);
   encode_cma_header(*cma_header_from(reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&dst)),
                     std::span(sreq.private_data).first<kCmaHeaderSize>());
   out.push_back({0x0000000100000004, sreq});
 
   SidrRep srep;
   srep.request_id = 0xCAFEF00D;
-  srep.status = static_cast<uint8_t>(SidrStatus::Success);
+  srep.status = static_cast<uint8_t>(SidrStatus::kSuccess);
   srep.qpn = 0x0C0FFE;
-  srep.service_id = ip_service_id(PortSpace::Udp, 7471);
+  srep.service_id = ip_service_id(PortSpace::kUdp, 7471);
   srep.qkey = 0x01234567;
   out.push_back({0x0000000200000005, srep});
 
@@ -217,7 +217,7 @@ std::vector<CmMessage> messages() {
   // is seen non-zero once: XRC (extended transport 1), RDC exists, subnet local.
   Req req6 = req;
   req6.local_comm_id = 0x99AABBCC;
-  req6.transport_service = TransportService::Extended;
+  req6.transport_service = TransportService::kExtended;
   req6.extended_transport_type = kExtendedTransportXrc;
   req6.rdc_exists = 1;
   req6.primary.subnet_local = 1;

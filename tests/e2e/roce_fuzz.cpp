@@ -35,8 +35,8 @@
 #include <string>
 #include <vector>
 
-#include "ibcm/cm_messages.hpp"
-#include "ibcm/cma_header.hpp"
+#include "ibcm/cm_messages.h"
+#include "ibcm/cma_header.h"
 #include "net/roce_datagram.h"
 #include "net/roce_frame.h"
 #include "net/roce_header.h"
@@ -355,10 +355,10 @@ void Fuzzer::every_opcode() {
 // CM messages with random fields (some naming an rdma_cm service with an
 // IP header), any attribute ID, truncated, or with a wrong Q_Key.
 void Fuzzer::gsi_mad() {
-  using namespace softverbs::ibcm;
+  using namespace sv::ibcm;
   RocePacket p = request(kTransportUd | kSendOnly, unused_psn());
   p.bth.dest_qp = kGsiQpn;
-  p.deth.qkey = below(8) ? softverbs::ibcm::kGsiQkey : u32();
+  p.deth.qkey = below(8) ? sv::ibcm::kGsiQkey : u32();
   std::vector<uint8_t> mad = random_bytes(kMadSize);
   switch (below(3)) {
     case 0: {  // a real message of each kind, fields random
@@ -370,7 +370,7 @@ void Fuzzer::gsi_mad() {
           Req req;
           req.local_comm_id = u32();
           req.service_id = kIpServiceIdPrefix |
-                           ip_service_id(below(2) ? PortSpace::Tcp : PortSpace::Udp, static_cast<uint16_t>(u32()));
+                           ip_service_id(below(2) ? PortSpace::kTcp : PortSpace::kUdp, static_cast<uint16_t>(u32()));
           std::copy(r, r + kReqPrivateDataSize, req.private_data.begin());
           req.private_data[0] = kCmaVersion;
           req.private_data[1] = static_cast<uint8_t>((below(2) ? 4 : 6) << 4);
@@ -380,7 +380,7 @@ void Fuzzer::gsi_mad() {
         case 1: {
           SidrReq s;
           s.request_id = u32();
-          s.service_id = kIpServiceIdPrefix | ip_service_id(PortSpace::Udp, static_cast<uint16_t>(u32()));
+          s.service_id = kIpServiceIdPrefix | ip_service_id(PortSpace::kUdp, static_cast<uint16_t>(u32()));
           std::copy(r, r + kSidrReqPrivateDataSize, s.private_data.begin());
           s.private_data[0] = kCmaVersion;
           s.private_data[1] = 0x40;

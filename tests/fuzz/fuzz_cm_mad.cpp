@@ -11,14 +11,14 @@
 #include <string>
 #include <vector>
 
-#include "ibcm/cm_messages.hpp"
-#include "ibcm/cma_header.hpp"
-#include "ibcm/gsi_mailbox.hpp"
-#include "ibcm/mad_header.hpp"
+#include "ibcm/cm_messages.h"
+#include "ibcm/cma_header.h"
+#include "ibcm/gsi_mailbox.h"
+#include "ibcm/mad_header.h"
 
 namespace {
 
-using namespace softverbs::ibcm;
+using namespace sv::ibcm;
 
 void check(bool ok) {
   if (!ok) std::abort();
@@ -51,11 +51,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   cma(mad, service_id);
 
   CmMessage m;
-  if (decode(mad, m) != DecodeError::None) return 0;
+  if (decode(mad, m) != DecodeError::kNone) return 0;
   check(size >= kMadSize);
   const auto encoded = encode(m);
   CmMessage again;
-  check(decode(encoded, again) == DecodeError::None && again == m);
+  check(decode(encoded, again) == DecodeError::kNone && again == m);
   if (const auto* req = std::get_if<Req>(&m.body)) cma(req->private_data, req->service_id);
   if (const auto* sidr = std::get_if<SidrReq>(&m.body)) cma(sidr->private_data, sidr->service_id);
   return 0;

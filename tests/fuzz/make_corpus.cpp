@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "ibcm/cm_messages.hpp"
-#include "ibcm/cma_header.hpp"
+#include "ibcm/cm_messages.h"
+#include "ibcm/cma_header.h"
 #include "net/roce_datagram.h"
 #include "net/roce_frame.h"
 #include "net/roce_header.h"
@@ -68,7 +68,7 @@ void roce_packets(const fs::path& dir) {
 }
 
 void cm_mads(const fs::path& dir) {
-  using namespace softverbs::ibcm;
+  using namespace sv::ibcm;
   auto put = [&](const char* name, CmBody body, size_t len = kMadSize) {
     const auto mad = encode(CmMessage{0x1122334455667788, std::move(body)});
     write(dir / name, mad.data(), len);
@@ -96,7 +96,7 @@ void cm_mads(const fs::path& dir) {
   for (bool v4 : {true, false}) {
     Req req;
     req.local_comm_id = 0x1001;
-    req.service_id = kIpServiceIdPrefix | ip_service_id(PortSpace::Tcp, 7471);
+    req.service_id = kIpServiceIdPrefix | ip_service_id(PortSpace::kTcp, 7471);
     req.local_qpn = 0x10011;
     req.starting_psn = 0x123456;
     req.responder_resources = req.initiator_depth = 16;
@@ -107,7 +107,7 @@ void cm_mads(const fs::path& dir) {
     put(v4 ? "req.ipv4" : "req.ipv6", req);
     SidrReq sidr;
     sidr.request_id = 0x2002;
-    sidr.service_id = kIpServiceIdPrefix | ip_service_id(PortSpace::Udp, 7471);
+    sidr.service_id = kIpServiceIdPrefix | ip_service_id(PortSpace::kUdp, 7471);
     cma(v4, sidr.private_data);
     put(v4 ? "sidr_req.ipv4" : "sidr_req.ipv6", sidr);
   }
@@ -120,10 +120,10 @@ void cm_mads(const fs::path& dir) {
   put("rtu", Rtu{0x1001, 0x3003, {}});
   Rej rej;
   rej.remote_comm_id = 0x1001;
-  rej.reason = static_cast<uint16_t>(RejReason::InvalidServiceId);
+  rej.reason = static_cast<uint16_t>(RejReason::kInvalidServiceId);
   rej.reject_info_length = kRejAriSize;
   put("rej", rej);
-  put("mra", Mra{0x3003, 0x1001, MessageResponded::Rep, 20, {}});
+  put("mra", Mra{0x3003, 0x1001, MessageResponded::kRep, 20, {}});
   put("dreq", Dreq{0x1001, 0x3003, 0x20022, {}});
   put("drep", Drep{0x3003, 0x1001, {}});
   SidrRep sidr_rep;

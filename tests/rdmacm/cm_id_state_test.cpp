@@ -1,14 +1,14 @@
-// The CM id's state machine tables (src/rdmacm/cm_id_state.hpp): every state
+// The CM id's state machine tables (src/rdmacm/cm_id_state.h): every state
 // has a name of its own for the traces, and the transition table knows
 // where each state can lead.
-#include "../../src/rdmacm/cm_id_state.hpp"
+#include "../../src/rdmacm/cm_id_state.h"
 
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
 
-namespace cm = softverbs::rdmacm;
+namespace cm = sv::rdmacm;
 
 namespace {
 
@@ -34,20 +34,20 @@ TEST(CmIdState, CountCoversEveryState) {
 TEST(CmIdState, ConnectionLifeIsExpected) {
   using S = cm::IdState;
   // Active side: bind, resolve, connect, REP, DREQ.
-  EXPECT_TRUE(cm::id_transition_expected(S::Idle, S::AddrBound));
-  EXPECT_TRUE(cm::id_transition_expected(S::AddrBound, S::AddrResolved));
-  EXPECT_TRUE(cm::id_transition_expected(S::AddrResolved, S::RouteResolved));
-  EXPECT_TRUE(cm::id_transition_expected(S::RouteResolved, S::ConnectSent));
-  EXPECT_TRUE(cm::id_transition_expected(S::ConnectSent, S::Established));
-  EXPECT_TRUE(cm::id_transition_expected(S::Established, S::Disconnected));
+  EXPECT_TRUE(cm::id_transition_expected(S::kIdle, S::kAddrBound));
+  EXPECT_TRUE(cm::id_transition_expected(S::kAddrBound, S::kAddrResolved));
+  EXPECT_TRUE(cm::id_transition_expected(S::kAddrResolved, S::kRouteResolved));
+  EXPECT_TRUE(cm::id_transition_expected(S::kRouteResolved, S::kConnectSent));
+  EXPECT_TRUE(cm::id_transition_expected(S::kConnectSent, S::kEstablished));
+  EXPECT_TRUE(cm::id_transition_expected(S::kEstablished, S::kDisconnected));
   // Passive side: a listener's child, accept, RTU.
-  EXPECT_TRUE(cm::id_transition_expected(S::Idle, S::RequestReceived));
-  EXPECT_TRUE(cm::id_transition_expected(S::RequestReceived, S::Accepted));
-  EXPECT_TRUE(cm::id_transition_expected(S::Accepted, S::Established));
+  EXPECT_TRUE(cm::id_transition_expected(S::kIdle, S::kRequestReceived));
+  EXPECT_TRUE(cm::id_transition_expected(S::kRequestReceived, S::kAccepted));
+  EXPECT_TRUE(cm::id_transition_expected(S::kAccepted, S::kEstablished));
   // The ends lead nowhere.
   for (int i = 0; i < cm::kIdStateCount; ++i) {
-    EXPECT_FALSE(cm::id_transition_expected(S::Failed, state(i))) << cm::id_state_name(state(i));
-    EXPECT_FALSE(cm::id_transition_expected(S::Disconnected, state(i))) << cm::id_state_name(state(i));
+    EXPECT_FALSE(cm::id_transition_expected(S::kFailed, state(i))) << cm::id_state_name(state(i));
+    EXPECT_FALSE(cm::id_transition_expected(S::kDisconnected, state(i))) << cm::id_state_name(state(i));
   }
 }
 

@@ -1,26 +1,26 @@
 // The bookkeeping of an rsockets stream connection (src/rdmacm/
-// rsocket_ring.hpp, rsocket_wire.hpp) on its own: staging buffer pieces,
+// rsocket_ring.h, rsocket_wire.h) on its own: staging buffer pieces,
 // the sender's view of the peer's ring, our receive ring, message credits
 // and the grants a receiver owes.
-#include "../../src/rdmacm/rsocket_ring.hpp"
+#include "../../src/rdmacm/rsocket_ring.h"
 
 #include <gtest/gtest.h>
 
 #include <deque>
 #include <random>
 
-#include "../../src/rdmacm/rsocket_wire.hpp"
+#include "../../src/rdmacm/rsocket_wire.h"
 
-namespace rs = softverbs::rdmacm::rs;
+namespace rs = sv::rdmacm::rs;
 
 namespace {
 
 TEST(RsocketWire, ImmediateCarriesOperationAndArgument) {
-  const uint32_t imm = rs::imm_pack(rs::Op::Iomap, 77);
-  EXPECT_EQ(rs::imm_op(imm), rs::Op::Iomap);
+  const uint32_t imm = rs::imm_pack(rs::Op::kIomap, 77);
+  EXPECT_EQ(rs::imm_op(imm), rs::Op::kIomap);
   EXPECT_EQ(rs::imm_arg(imm), 77u);
-  EXPECT_EQ(rs::imm_op(rs::imm_pack(rs::Op::Data, rs::kArgMask)), rs::Op::Data);
-  EXPECT_EQ(rs::imm_arg(rs::imm_pack(rs::Op::Data, rs::kArgMask)), rs::kArgMask);
+  EXPECT_EQ(rs::imm_op(rs::imm_pack(rs::Op::kData, rs::kArgMask)), rs::Op::kData);
+  EXPECT_EQ(rs::imm_arg(rs::imm_pack(rs::Op::kData, rs::kArgMask)), rs::kArgMask);
 }
 
 TEST(RsocketWire, CreditGrantRoundTrips) {

@@ -8,14 +8,14 @@
 #include <random>
 #include <vector>
 
-#include "ibcm/bit_field.hpp"
-#include "ibcm/cm_messages.hpp"
-#include "ibcm/mad_header.hpp"
+#include "ibcm/bit_field.h"
+#include "ibcm/cm_messages.h"
+#include "ibcm/mad_header.h"
 
-namespace softverbs::ibcm {
+namespace sv::ibcm {
 namespace {
 
-// Big-endian reads at a byte offset of the MAD, independent of bit_field.hpp.
+// Big-endian reads at a byte offset of the MAD, independent of bit_field.h.
 uint64_t be(const std::array<uint8_t, kMadSize>& mad, size_t off, size_t n) {
   uint64_t v = 0;
   for (size_t i = 0; i < n; ++i) v = (v << 8) | mad[off + i];
@@ -59,7 +59,7 @@ Req full_req() {
   r.initiator_depth = 0x9A;
   r.remote_eecn = 0xBCDEF0;
   r.remote_cm_response_timeout = 0x15;
-  r.transport_service = TransportService::Uc;
+  r.transport_service = TransportService::kUc;
   r.end_to_end_flow_control = 1;
   r.starting_psn = 0x765432;
   r.local_cm_response_timeout = 0x0E;
@@ -192,9 +192,9 @@ TEST(IbCmRej, GoldenOffsets) {
   Rej r;
   r.local_comm_id = 1;
   r.remote_comm_id = 2;
-  r.message_rejected = MessageResponded::Rep;
+  r.message_rejected = MessageResponded::kRep;
   r.reject_info_length = 72;
-  r.reason = static_cast<uint16_t>(RejReason::ConsumerDefined);
+  r.reason = static_cast<uint16_t>(RejReason::kConsumerDefined);
   r.ari = pattern<kRejAriSize>(1);
   r.private_data = pattern<kRejPrivateDataSize>(2);
   auto mad = encode(CmMessage{0, r});
@@ -208,7 +208,7 @@ TEST(IbCmRej, GoldenOffsets) {
 
 TEST(IbCmOthers, GoldenOffsets) {
   Mra mra;
-  mra.message_mraed = MessageResponded::Other;
+  mra.message_mraed = MessageResponded::kOther;
   mra.service_timeout = 0x11;
   mra.private_data = pattern<kMraPrivateDataSize>(4);
   auto mad = encode(CmMessage{0, mra});
@@ -254,7 +254,7 @@ TEST(IbCmOthers, GoldenOffsets) {
 
   SidrRep srep;
   srep.request_id = 0xCAFEF00D;
-  srep.status = static_cast<uint8_t>(SidrStatus::NoQp);
+  srep.status = static_cast<uint8_t>(SidrStatus::kNoQp);
   srep.additional_information_length = 16;
   srep.qpn = 0x123456;
   srep.service_id = 0x0000000001111D2F;
@@ -273,8 +273,8 @@ TEST(IbCmOthers, GoldenOffsets) {
 }
 
 std::vector<CmBody> every_message() {
-  Mra mra{0x01, 0x02, MessageResponded::Rep, 0x1F, pattern<kMraPrivateDataSize>(1)};
-  Rej rej{0x03, 0x04, MessageResponded::Other, 0x7F & 72, 8, pattern<kRejAriSize>(2),
+  Mra mra{0x01, 0x02, MessageResponded::kRep, 0x1F, pattern<kMraPrivateDataSize>(1)};
+  Rej rej{0x03, 0x04, MessageResponded::kOther, 0x7F & 72, 8, pattern<kRejAriSize>(2),
           pattern<kRejPrivateDataSize>(3)};
   Rep rep{0x05, 0x06, 0x07, 0xFFFFFF, 0x800001, 0x00FF00, 255, 254, 0x1F, 3, 1, 7, 1,
           0xFEDCBA9876543210, pattern<kRepPrivateDataSize>(4)};
@@ -294,7 +294,7 @@ TEST(IbCm, RoundTripEveryMessage) {
     auto mad = encode(in);
     EXPECT_EQ(be(mad, 16, 2), static_cast<uint16_t>(attribute_of(body)));
     CmMessage out;
-    ASSERT_EQ(decode(mad, out), DecodeError::None) << static_cast<int>(attribute_of(body));
+    ASSERT_EQ(decode(mad, out), DecodeError::kNone) << static_cast<int>(attribute_of(body));
     EXPECT_EQ(out, in) << static_cast<int>(attribute_of(body));
     EXPECT_EQ(encode(out), mad);
   }
@@ -314,7 +314,7 @@ TEST(IbCm, ReservedBitsAreZeroAndIgnored) {
   mad[28] = 0xFF;   // reserved word after the local comm ID
   mad[119] |= 0x07;
   CmMessage out;
-  ASSERT_EQ(decode(mad, out), DecodeError::None);
+  ASSERT_EQ(decode(mad, out), DecodeError::kNone);
   EXPECT_EQ(std::get<Req>(out.body), r);
 }
 
@@ -338,13 +338,13 @@ TEST(IbCm, RejectsMalformedInput) {
   // that a read past the end is caught under ASan.
   for (size_t n = 0; n < kMadSize; ++n) {
     std::vector<uint8_t> buf(good.begin(), good.begin() + n);
-    EXPECT_EQ(decode(buf, out), DecodeError::ShortBuffer) << n;
+    EXPECT_EQ(decode(buf, out), DecodeError::kShortBuffer) << n;
   }
   std::vector<uint8_t> exact(good.begin(), good.end());
-  EXPECT_EQ(decode(exact, out), DecodeError::None);
+  EXPECT_EQ(decode(exact, out), DecodeError::kNone);
   std::vector<uint8_t> longer(good.begin(), good.end());
   longer.resize(300, 0xAB);  // a longer buffer: the MAD is its first 256 bytes
-  EXPECT_EQ(decode(longer, out), DecodeError::None);
+  EXPECT_EQ(decode(longer, out), DecodeError::kNone);
 
   auto with = [&](size_t off, uint8_t v) {
     auto m = good;
@@ -352,30 +352,30 @@ TEST(IbCm, RejectsMalformedInput) {
     return m;
   };
   out.transaction_id = 77;
-  EXPECT_EQ(decode(with(0, 2), out), DecodeError::BadBaseVersion);
-  EXPECT_EQ(decode(with(1, 0x03), out), DecodeError::BadClass);  // SA class
-  EXPECT_EQ(decode(with(2, 1), out), DecodeError::BadClassVersion);
-  EXPECT_EQ(decode(with(3, 0x01), out), DecodeError::BadMethod);  // Get
-  EXPECT_EQ(decode(with(3, 0x83), out), DecodeError::BadMethod);  // a response bit
-  EXPECT_EQ(decode(with(17, 0x19), out), DecodeError::UnknownAttribute);  // LAP
-  EXPECT_EQ(decode(with(17, 0x1A), out), DecodeError::UnknownAttribute);  // APR
-  EXPECT_EQ(decode(with(17, 0x01), out), DecodeError::UnknownAttribute);  // ClassPortInfo
-  EXPECT_EQ(decode(with(16, 0x01), out), DecodeError::UnknownAttribute);  // 0x0110
+  EXPECT_EQ(decode(with(0, 2), out), DecodeError::kBadBaseVersion);
+  EXPECT_EQ(decode(with(1, 0x03), out), DecodeError::kBadClass);  // SA class
+  EXPECT_EQ(decode(with(2, 1), out), DecodeError::kBadClassVersion);
+  EXPECT_EQ(decode(with(3, 0x01), out), DecodeError::kBadMethod);  // Get
+  EXPECT_EQ(decode(with(3, 0x83), out), DecodeError::kBadMethod);  // a response bit
+  EXPECT_EQ(decode(with(17, 0x19), out), DecodeError::kUnknownAttribute);  // LAP
+  EXPECT_EQ(decode(with(17, 0x1A), out), DecodeError::kUnknownAttribute);  // APR
+  EXPECT_EQ(decode(with(17, 0x01), out), DecodeError::kUnknownAttribute);  // ClassPortInfo
+  EXPECT_EQ(decode(with(16, 0x01), out), DecodeError::kUnknownAttribute);  // 0x0110
   EXPECT_EQ(out.transaction_id, 77u) << "a failed decode leaves its output alone";
 
   Rej rej;
   auto rej_mad = encode(CmMessage{0, rej});
   rej_mad[33] = 73 << 1;
-  EXPECT_EQ(decode(rej_mad, out), DecodeError::BadLength);
+  EXPECT_EQ(decode(rej_mad, out), DecodeError::kBadLength);
   rej_mad[33] = 72 << 1;
-  EXPECT_EQ(decode(rej_mad, out), DecodeError::None);
+  EXPECT_EQ(decode(rej_mad, out), DecodeError::kNone);
 
   SidrRep srep;
   auto srep_mad = encode(CmMessage{0, srep});
   srep_mad[29] = 73;
-  EXPECT_EQ(decode(srep_mad, out), DecodeError::BadLength);
+  EXPECT_EQ(decode(srep_mad, out), DecodeError::kBadLength);
 
-  for (auto e : {DecodeError::None, DecodeError::ShortBuffer, DecodeError::BadLength})
+  for (auto e : {DecodeError::kNone, DecodeError::kShortBuffer, DecodeError::kBadLength})
     EXPECT_STRNE(to_string(e), "");
 }
 
@@ -397,16 +397,16 @@ TEST(IbCm, RandomBytesDecodeToAFixedPoint) {
     buf[29] = buf[29] % 73;
     CmMessage m;
     DecodeError e = decode(buf, m);
-    if (e != DecodeError::None) {
-      EXPECT_EQ(e, DecodeError::BadLength);
+    if (e != DecodeError::kNone) {
+      EXPECT_EQ(e, DecodeError::kBadLength);
       continue;
     }
     auto again = encode(m);
     CmMessage m2;
-    ASSERT_EQ(decode(again, m2), DecodeError::None);
+    ASSERT_EQ(decode(again, m2), DecodeError::kNone);
     EXPECT_EQ(m2, m);
   }
 }
 
 }  // namespace
-}  // namespace softverbs::ibcm
+}  // namespace sv::ibcm

@@ -5,10 +5,10 @@
 
 #include <cstring>
 
-#include "ibcm/cm_messages.hpp"
-#include "ibcm/cma_header.hpp"
+#include "ibcm/cm_messages.h"
+#include "ibcm/cma_header.h"
 
-namespace softverbs::ibcm {
+namespace sv::ibcm {
 namespace {
 
 sockaddr_in v4(const char* ip, uint16_t port) {
@@ -29,12 +29,12 @@ sockaddr_in6 v6(const char* ip, uint16_t port) {
 
 TEST(IbCma, ServiceIds) {
   // RDMA_IB_IP_PS_TCP / _UDP / _IB | port.
-  EXPECT_EQ(ip_service_id(PortSpace::Tcp, 7471), 0x0000000001061D2Fu);
-  EXPECT_EQ(ip_service_id(PortSpace::Udp, 7471), 0x0000000001111D2Fu);
-  EXPECT_EQ(ip_service_id(PortSpace::Ib, 1), 0x00000000013F0001u);
-  EXPECT_EQ(parse_ip_service_id(0x0000000001061D2F), (IpService{PortSpace::Tcp, 7471}));
-  EXPECT_EQ(parse_ip_service_id(0x0000000001110000), (IpService{PortSpace::Udp, 0}));
-  EXPECT_EQ(parse_ip_service_id(0x00000000013FFFFF), (IpService{PortSpace::Ib, 0xFFFF}));
+  EXPECT_EQ(ip_service_id(PortSpace::kTcp, 7471), 0x0000000001061D2Fu);
+  EXPECT_EQ(ip_service_id(PortSpace::kUdp, 7471), 0x0000000001111D2Fu);
+  EXPECT_EQ(ip_service_id(PortSpace::kIb, 1), 0x00000000013F0001u);
+  EXPECT_EQ(parse_ip_service_id(0x0000000001061D2F), (IpService{PortSpace::kTcp, 7471}));
+  EXPECT_EQ(parse_ip_service_id(0x0000000001110000), (IpService{PortSpace::kUdp, 0}));
+  EXPECT_EQ(parse_ip_service_id(0x00000000013FFFFF), (IpService{PortSpace::kIb, 0xFFFF}));
   EXPECT_FALSE(parse_ip_service_id(0x0000000000021D2F));  // IPoIB: not in the IP CM range
   EXPECT_FALSE(parse_ip_service_id(0x0000000001071D2F));  // unknown port space
   EXPECT_FALSE(parse_ip_service_id(0x0200000001061D2F));  // CM-assigned range
@@ -115,7 +115,7 @@ TEST(IbCma, SitsAtTheStartOfReqPrivateData) {
   // As the network CM will send it: REQ private data = cma_hdr + user data.
   sockaddr_in src = v4("10.1.1.1", 40000), dst = v4("10.1.1.2", 7471);
   Req req;
-  req.service_id = ip_service_id(PortSpace::Tcp, 7471);
+  req.service_id = ip_service_id(PortSpace::kTcp, 7471);
   encode_cma_header(*cma_header_from(reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&dst)),
                     std::span(req.private_data).first<kCmaHeaderSize>());
   std::memcpy(req.private_data.data() + kCmaHeaderSize, "hello", 5);
@@ -128,7 +128,7 @@ TEST(IbCma, SitsAtTheStartOfReqPrivateData) {
   EXPECT_EQ(std::memcmp(mad.data() + 164 + 36, "hello", 5), 0);
 
   CmMessage out;
-  ASSERT_EQ(decode(mad, out), DecodeError::None);
+  ASSERT_EQ(decode(mad, out), DecodeError::kNone);
   const Req& r = std::get<Req>(out.body);
   auto svc = parse_ip_service_id(r.service_id);
   ASSERT_TRUE(svc);
@@ -141,4 +141,4 @@ TEST(IbCma, SitsAtTheStartOfReqPrivateData) {
 }
 
 }  // namespace
-}  // namespace softverbs::ibcm
+}  // namespace sv::ibcm

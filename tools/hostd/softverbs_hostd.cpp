@@ -27,8 +27,8 @@
 #include <set>
 #include <vector>
 
-#include "ibcm/gsi_mailbox.hpp"
-#include "ibcm/mad_header.hpp"
+#include "ibcm/gsi_mailbox.h"
+#include "ibcm/mad_header.h"
 #include "net/roce_datagram.h"
 #include "net/roce_header.h"
 #include "net/roce_frame.h"
@@ -232,9 +232,9 @@ int Service::mad_reader_for(const Client& claimant) const {
 // as the CM of a host answers for nobody (a REJ: invalid service ID).
 void Service::route_mad(const uint8_t* data, size_t len, const DatagramInfo& info) {
   constexpr size_t kMadAt = net::kBthBytes + 8;  // after the DETH
-  if (len >= kMadAt + softverbs::ibcm::kMadSize + net::kIcrcBytes) {
-    for (const std::string& name : softverbs::ibcm::mailboxes_for({data + kMadAt, softverbs::ibcm::kMadSize})) {
-      auto it = claims_.find(softverbs::ibcm::mailbox_key(name));
+  if (len >= kMadAt + sv::ibcm::kMadSize + net::kIcrcBytes) {
+    for (const std::string& name : sv::ibcm::mailboxes_for({data + kMadAt, sv::ibcm::kMadSize})) {
+      auto it = claims_.find(sv::ibcm::mailbox_key(name));
       if (it == claims_.end()) continue;
       const int reader = mad_reader_for(clients_[it->second]);
       if (reader >= 0) send_to(reader, data, len, 0, info);

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <map>
 
-namespace softverbs::run {
+namespace sv::run {
 namespace {
 
 bool fail(std::string* error, const std::string& what) {
@@ -104,4 +104,4 @@ bool overlay_dir(const std::string& dir, const std::vector<Extra>& extras, std::
   return ok;
 }
 
-}  // namespace softverbs::run
+}  // namespace sv::run

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace softverbs::run {
+namespace sv::run {
 
 struct Extra {
   std::string path;    // relative to the directory, e.g. "infiniband/uverbs0"
@@ -23,4 +23,4 @@ struct Extra {
 // false with a message in `error`.
 bool overlay_dir(const std::string& dir, const std::vector<Extra>& extras, std::string* error);
 
-}  // namespace softverbs::run
+}  // namespace sv::run

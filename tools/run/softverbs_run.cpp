@@ -36,8 +36,8 @@
 
 #include "overlay_dir.h"
 
-using softverbs::run::Extra;
-using softverbs::run::overlay_dir;
+using sv::run::Extra;
+using sv::run::overlay_dir;
 
 namespace {
 

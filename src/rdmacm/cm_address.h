@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 
 struct Id;
 
@@ -43,4 +43,4 @@ int try_bind(int fd, const std::string& name);
 // a wildcard. 0, or -1 with errno.
 int bind_id(Id* id, const sockaddr* addr);
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm

@@ -6,7 +6,7 @@
 #include <netdb.h>
 #include <rdma/rdma_cma.h>
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 
 // rdma-core answers with an AF_IB address only when all three of
 // RAI_FAMILY, RAI_NUMERICHOST and ai_family == AF_IB are given; AF_IB alone
@@ -21,4 +21,4 @@ namespace softverbs::rdmacm {
 [[nodiscard]] int qp_type_for(const rdma_addrinfo& hints, const addrinfo& answer) noexcept;
 [[nodiscard]] int port_space_for(const rdma_addrinfo& hints, const addrinfo& answer) noexcept;
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm

@@ -9,11 +9,11 @@
 #include <netinet/in.h>
 #include <rdma/rdma_cma.h>
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 
 // The sockaddr_ib that rdma-core derives from `in6` for `port_space`:
 // default P_Key, flow label and scope id carried over, and a service id
 // mask that covers only the parts (port space, port) that are set.
 [[nodiscard]] sockaddr_ib ib_sockaddr_from_in6(int port_space, const sockaddr_in6& in6) noexcept;
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm

@@ -2,10 +2,10 @@
 // peer's QP1 and back through this process's mailboxes.
 #pragma once
 
-#include "cm_device.hpp"
-#include "cm_state.hpp"
+#include "cm_device.h"
+#include "cm_state.h"
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 
 // Whether the id's destination is another host (no device here owns it).
 bool is_remote(const Id* id);
@@ -22,4 +22,4 @@ int net_send(Id* id, const WireMessage& msg);
 // At destroy: a connected id sends a DREQ; the mailboxes and timer go.
 void net_close(Id* id);
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm

@@ -9,7 +9,7 @@
 //
 //   softverbs-<domain>-gsi-<ps>-<address>:<port>   a listener (REQ, SIDR REQ),
 //                                                  named as the rendezvous
-//                                                  names it (cm_address.hpp)
+//                                                  names it (cm_address.h)
 //   softverbs-<domain>-gsi-id-<comm id, 8 hex>     a connection (every other
 //                                                  message names the local
 //                                                  communication ID of its
@@ -31,9 +31,9 @@
 #include <string>
 #include <vector>
 
-#include "mad_header.hpp"
+#include "mad_header.h"
 
-namespace softverbs::ibcm {
+namespace sv::ibcm {
 
 struct MailboxHeader {
   uint32_t magic = kMagic;
@@ -84,4 +84,4 @@ sockaddr_un mailbox_address(const std::string& name, socklen_t* len);
 // not a CM message or not an rdma_cm one.
 std::vector<std::string> mailboxes_for(std::span<const uint8_t> mad);
 
-}  // namespace softverbs::ibcm
+}  // namespace sv::ibcm

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 
 struct Device {
   ibv_context* context = nullptr;
@@ -59,4 +59,4 @@ ibv_context* device_context(int index);
 // The device an ibv_context belongs to, or nullptr.
 Device* device_of(ibv_context* context);
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm

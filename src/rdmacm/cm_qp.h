@@ -4,7 +4,7 @@
 
 #include <infiniband/verbs.h>
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 
 struct Id;
 
@@ -18,4 +18,4 @@ int move_qp_to_rtr(Id* id);
 int move_qp_to_rts(Id* id);
 int move_qp_to_error(Id* id);
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm

@@ -7,9 +7,9 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "rsocket_state.hpp"
+#include "rsocket_state.h"
 
-namespace softverbs::rdmacm::rs {
+namespace sv::rdmacm::rs {
 
 int dgram_create(RSocket& rs, int domain);  // rs.fd is the UDP socket
 int dgram_bind(RSocket& rs, const sockaddr* addr, socklen_t len);
@@ -24,4 +24,4 @@ int dgram_sleep_fds(const RSocket& rs, pollfd* out);  // up to 2
 void dgram_woken(RSocket& rs);                        // after the fds were readable
 void dgram_close(RSocket& rs);
 
-}  // namespace softverbs::rdmacm::rs
+}  // namespace sv::rdmacm::rs

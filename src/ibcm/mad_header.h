@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <span>
 
-namespace softverbs::ibcm {
+namespace sv::ibcm {
 
 inline constexpr size_t kMadSize = 256;
 inline constexpr size_t kMadHeaderSize = 24;
@@ -43,4 +43,4 @@ void encode_mad_header(const MadHeader& h, std::span<uint8_t, kMadHeaderSize> ma
 // Reads the first 24 bytes; no validation (that depends on the class).
 MadHeader decode_mad_header(std::span<const uint8_t, kMadHeaderSize> mad);
 
-}  // namespace softverbs::ibcm
+}  // namespace sv::ibcm

@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace softverbs::rdmacm::rs {
+namespace sv::rdmacm::rs {
 
 struct Pages {
   uint8_t* data = nullptr;
@@ -34,4 +34,4 @@ inline void unmap_pages(Pages& p) {
   p = Pages{};
 }
 
-}  // namespace softverbs::rdmacm::rs
+}  // namespace sv::rdmacm::rs

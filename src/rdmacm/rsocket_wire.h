@@ -18,19 +18,19 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace softverbs::rdmacm::rs {
+namespace sv::rdmacm::rs {
 
 // Immediate data: bits 31..29 the operation, bits 28..0 its argument.
 enum class Op : uint32_t {
-  Data = 0,    // argument: bytes written at the sender's ring position
-  Credit = 1,  // argument: CreditGrant::pack
-  Ctrl = 2,    // argument: Ctrl
-  Iomap = 3,   // argument: index of the IomapEntry written
+  kData = 0,    // argument: bytes written at the sender's ring position
+  kCredit = 1,  // argument: CreditGrant::pack
+  kCtrl = 2,    // argument: Ctrl
+  kIomap = 3,   // argument: index of the IomapEntry written
 };
 
 enum class Ctrl : uint32_t {
-  Disconnect = 1,  // the peer neither reads nor writes any more
-  Shutdown = 2,    // the peer writes no more (end of stream after its data)
+  kDisconnect = 1,  // the peer neither reads nor writes any more
+  kShutdown = 2,    // the peer writes no more (end of stream after its data)
 };
 
 inline constexpr uint32_t kArgBits = 29;
@@ -89,4 +89,4 @@ struct ConnData {
 static_assert(sizeof(ConnData) == 40);
 static_assert(sizeof(ConnData) <= 56, "fits the private data of an IB CM REQ");
 
-}  // namespace softverbs::rdmacm::rs
+}  // namespace sv::rdmacm::rs

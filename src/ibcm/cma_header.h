@@ -23,13 +23,13 @@
 #include <optional>
 #include <span>
 
-namespace softverbs::ibcm {
+namespace sv::ibcm {
 
 inline constexpr size_t kCmaHeaderSize = 36;
 inline constexpr uint8_t kCmaVersion = 0x00;
 
 // rdma_cm port spaces (enum rdma_ucm_port_space).
-enum class PortSpace : uint16_t { Ipoib = 0x0002, Tcp = 0x0106, Udp = 0x0111, Ib = 0x013f };
+enum class PortSpace : uint16_t { kIpoib = 0x0002, kTcp = 0x0106, kUdp = 0x0111, kIb = 0x013f };
 
 inline constexpr uint64_t kIpServiceIdPrefix = 0x0000000001000000ull;  // IB_CMA_SERVICE_ID
 inline constexpr uint64_t kIpServiceIdMask = 0xffffffffff000000ull;    // IB_CMA_SERVICE_ID_MASK
@@ -71,4 +71,4 @@ void encode_cma_header(const CmaHeader& h, std::span<uint8_t, kCmaHeaderSize> ou
 // is neither 4 nor 6.
 std::optional<CmaHeader> decode_cma_header(std::span<const uint8_t> in);
 
-}  // namespace softverbs::ibcm
+}  // namespace sv::ibcm

@@ -13,7 +13,7 @@
 // with this macro (and listed in librdmacm.map) are exported.
 #define SOFTVERBS_RDMACM_EXPORT __attribute__((visibility("default")))
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 
 // int-returning calls: -1 with errno.
 using sv::c_boundary::fail;
@@ -36,4 +36,4 @@ void guarded_void(F&& body) noexcept {
   sv::c_boundary::guarded_void(EIO, std::forward<F>(body));
 }
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm

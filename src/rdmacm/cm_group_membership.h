@@ -11,7 +11,7 @@
 
 #include <sys/socket.h>
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 
 class GroupMembership {
  public:
@@ -33,4 +33,4 @@ class GroupMembership {
   int fd_ = -1;
 };
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm

@@ -9,7 +9,7 @@
 // carried whole, at the spec's size: a sender zero-pads what its user gave,
 // and a receiver sees the whole area, as the Linux CM reports it.
 // LAP and APR (alternate path migration) are not supported: they decode as
-// DecodeError::UnknownAttribute.
+// DecodeError::kUnknownAttribute.
 #pragma once
 
 #include <array>
@@ -18,20 +18,20 @@
 #include <span>
 #include <variant>
 
-#include "mad_header.hpp"
+#include "mad_header.h"
 
-namespace softverbs::ibcm {
+namespace sv::ibcm {
 
 enum class CmAttribute : uint16_t {
-  Req = 0x0010,
-  Mra = 0x0011,
-  Rej = 0x0012,
-  Rep = 0x0013,
-  Rtu = 0x0014,
-  Dreq = 0x0015,
-  Drep = 0x0016,
-  SidrReq = 0x0017,
-  SidrRep = 0x0018,
+  kReq = 0x0010,
+  kMra = 0x0011,
+  kRej = 0x0012,
+  kRep = 0x0013,
+  kRtu = 0x0014,
+  kDreq = 0x0015,
+  kDrep = 0x0016,
+  kSidrReq = 0x0017,
+  kSidrRep = 0x0018,
 };
 
 // Private data and information areas, in bytes (Linux enum ib_cm_data_size).
@@ -48,40 +48,40 @@ inline constexpr size_t kRejAriSize = 72;
 inline constexpr size_t kSidrRepInfoSize = 72;
 
 // REQ "Transport Service Type" (2 bits).
-enum class TransportService : uint8_t { Rc = 0, Uc = 1, Rd = 2, Extended = 3 };
+enum class TransportService : uint8_t { kRc = 0, kUc = 1, kRd = 2, kExtended = 3 };
 // REQ "Extended Transport Type" (3 bits) when the service type is Extended.
 inline constexpr uint8_t kExtendedTransportXrc = 1;
 
 // MRA "Message MRAed" / REJ "Message REJected" (2 bits).
-enum class MessageResponded : uint8_t { Req = 0, Rep = 1, Other = 2 };
+enum class MessageResponded : uint8_t { kReq = 0, kRep = 1, kOther = 2 };
 
 // REJ reasons (IBTA table 109; Linux enum ib_cm_rej_reason), the ones the
 // connection manager sends or interprets.
 enum class RejReason : uint16_t {
-  NoQp = 1,
-  NoResources = 3,
-  Timeout = 4,
-  Unsupported = 5,
-  InvalidCommId = 6,
-  InvalidServiceId = 8,
-  InvalidTransportType = 9,
-  StaleConnection = 10,
-  InvalidGid = 12,
-  InvalidMtu = 26,
-  InsufficientRespResources = 27,
-  ConsumerDefined = 28,
-  InvalidClassVersion = 31,
-  VendorOptionNotSupported = 35,
+  kNoQp = 1,
+  kNoResources = 3,
+  kTimeout = 4,
+  kUnsupported = 5,
+  kInvalidCommId = 6,
+  kInvalidServiceId = 8,
+  kInvalidTransportType = 9,
+  kStaleConnection = 10,
+  kInvalidGid = 12,
+  kInvalidMtu = 26,
+  kInsufficientRespResources = 27,
+  kConsumerDefined = 28,
+  kInvalidClassVersion = 31,
+  kVendorOptionNotSupported = 35,
 };
 
 // SIDR REP status (8 bits; Linux enum ib_cm_sidr_status).
 enum class SidrStatus : uint8_t {
-  Success = 0,
-  Unsupported = 1,  // no listener for the service ID
-  Reject = 2,
-  NoQp = 3,
-  Redirect = 4,
-  UnsupportedVersion = 5,
+  kSuccess = 0,
+  kUnsupported = 1,  // no listener for the service ID
+  kReject = 2,
+  kNoQp = 3,
+  kRedirect = 4,
+  kUnsupportedVersion = 5,
 };
 
 using Gid = std::array<uint8_t, 16>;
@@ -117,7 +117,7 @@ struct Req {
   uint8_t initiator_depth = 0;
   uint32_t remote_eecn = 0;                // 24 bits
   uint8_t remote_cm_response_timeout = 0;  // 5 bits
-  TransportService transport_service = TransportService::Rc;
+  TransportService transport_service = TransportService::kRc;
   uint8_t end_to_end_flow_control = 0;     // 1 bit
   uint32_t starting_psn = 0;               // 24 bits
   uint8_t local_cm_response_timeout = 0;   // 5 bits
@@ -141,7 +141,7 @@ struct Req {
 struct Mra {
   uint32_t local_comm_id = 0;
   uint32_t remote_comm_id = 0;
-  MessageResponded message_mraed = MessageResponded::Req;
+  MessageResponded message_mraed = MessageResponded::kReq;
   uint8_t service_timeout = 0;  // 5 bits
   std::array<uint8_t, kMraPrivateDataSize> private_data{};
 
@@ -151,7 +151,7 @@ struct Mra {
 struct Rej {
   uint32_t local_comm_id = 0;
   uint32_t remote_comm_id = 0;
-  MessageResponded message_rejected = MessageResponded::Req;
+  MessageResponded message_rejected = MessageResponded::kReq;
   uint8_t reject_info_length = 0;  // 7 bits, bytes of `ari` that count (<= 72)
   uint16_t reason = 0;             // RejReason, or any other value received
   std::array<uint8_t, kRejAriSize> ari{};
@@ -248,14 +248,14 @@ void encode(const CmMessage& msg, std::span<uint8_t, kMadSize> mad);
 std::array<uint8_t, kMadSize> encode(const CmMessage& msg);
 
 enum class DecodeError : uint8_t {
-  None = 0,
-  ShortBuffer,        // fewer than 256 bytes
-  BadBaseVersion,     // not 1
-  BadClass,           // not 0x07 (Communication Management)
-  BadClassVersion,    // not 2
-  BadMethod,          // not Send
-  UnknownAttribute,   // not one of CmAttribute (LAP, APR, ClassPortInfo, ...)
-  BadLength,          // REJ reject info / SIDR REP additional info longer than 72
+  kNone = 0,
+  kShortBuffer,        // fewer than 256 bytes
+  kBadBaseVersion,     // not 1
+  kBadClass,           // not 0x07 (Communication Management)
+  kBadClassVersion,    // not 2
+  kBadMethod,          // not Send
+  kUnknownAttribute,   // not one of CmAttribute (LAP, APR, ClassPortInfo, ...)
+  kBadLength,          // REJ reject info / SIDR REP additional info longer than 72
 };
 
 const char* to_string(DecodeError e);
@@ -264,4 +264,4 @@ const char* to_string(DecodeError e);
 // bytes after the MAD are not read). On error `out` is left unchanged.
 DecodeError decode(std::span<const uint8_t> mad, CmMessage& out);
 
-}  // namespace softverbs::ibcm
+}  // namespace sv::ibcm

@@ -1,4 +1,4 @@
-// The rendezvous messages (cm_wire.hpp) as IB CM MADs and back: what an id
+// The rendezvous messages (cm_wire.h) as IB CM MADs and back: what an id
 // that talks to another host sends to its QP1 and reads from its mailbox
 // (cm_network.cpp). The state machine (cm_protocol.cpp) sees the same
 // WireMessage either way.
@@ -6,12 +6,12 @@
 
 #include <optional>
 
-#include "cm_state.hpp"
-#include "cm_wire.hpp"
-#include "ibcm/cm_messages.hpp"
-#include "ibcm/gsi_mailbox.hpp"
+#include "cm_state.h"
+#include "cm_wire.h"
+#include "ibcm/cm_messages.h"
+#include "ibcm/gsi_mailbox.h"
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 
 // The CM message for `msg`, from `id` to its peer (comm IDs, service ID,
 // rdma_cm header, path from the id). nullopt for a message type the CM
@@ -23,4 +23,4 @@ std::optional<ibcm::CmMessage> mad_from(const Id* id, const WireMessage& msg);
 // does not take (MRA, DREP, unsupported transports).
 std::optional<WireMessage> message_from_mad(const ibcm::CmMessage& mad, const ibcm::MailboxHeader& from);
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <span>
 
-namespace softverbs::ibcm {
+namespace sv::ibcm {
 
 struct BitField {
   uint16_t byte;   // offset of the first byte, from the start of the buffer
@@ -40,4 +40,4 @@ constexpr void put_bits(std::span<uint8_t> buf, BitField f, uint64_t v) {
   }
 }
 
-}  // namespace softverbs::ibcm
+}  // namespace sv::ibcm

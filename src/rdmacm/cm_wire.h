@@ -14,7 +14,7 @@
 
 #include <cstdint>
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 
 // User-visible private data limits of the IB CM over RoCE (the CM message's
 // private data minus the 36-byte rdma_cm header where the header applies).
@@ -30,7 +30,7 @@ inline constexpr uint8_t kSidrRepPrivateData = 136;
 inline constexpr int kRejInvalidServiceId = 8;  // nobody listens on the port
 inline constexpr int kRejConsumerDefined = 28;  // rdma_reject
 
-enum class MessageType : uint8_t { Req = 1, Rep, Rtu, Rej, Dreq, SidrReq, SidrRep };
+enum class MessageType : uint8_t { kReq = 1, kRep, kRtu, kRej, kDreq, kSidrReq, kSidrRep };
 
 struct WireMessage {
   uint32_t magic = kMagic;
@@ -58,4 +58,4 @@ struct WireMessage {
   static constexpr uint32_t kMagic = 0x53564331;  // "SVC1"
 };
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm

@@ -4,15 +4,15 @@
 
 #include <cstdint>
 
-#include "rsocket_state.hpp"
+#include "rsocket_state.h"
 
-namespace softverbs::rdmacm::rs {
+namespace sv::rdmacm::rs {
 
 enum class WrKind : uint64_t {
-  Recv = 1,   // a receive WR (any message of the peer)
-  Data = 2,   // stream bytes; value: bytes staged in the send buffer
-  Ctrl = 3,   // control message
-  Write = 4,  // riowrite or iomap announcement; value: bytes staged
+  kRecv = 1,   // a receive WR (any message of the peer)
+  kData = 2,   // stream bytes; value: bytes staged in the send buffer
+  kCtrl = 3,   // control message
+  kWrite = 4,  // riowrite or iomap announcement; value: bytes staged
 };
 
 constexpr uint64_t wr_id(WrKind kind, uint32_t staged) {
@@ -24,4 +24,4 @@ constexpr uint32_t wr_staged(uint64_t id) { return static_cast<uint32_t>(id); }
 // Posts one receive WR (no buffer: every message is a WRITE WITH IMM).
 int post_one_receive(RSocket& rs);
 
-}  // namespace softverbs::rdmacm::rs
+}  // namespace sv::rdmacm::rs

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string>
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 
 // Whether a host service runs in this network namespace: other users'
 // listeners on this host are then reached over QP1, through it.
@@ -28,4 +28,4 @@ void release_mailbox(int fd);
 bool send_local_datagram(const in6_addr& src, uint16_t src_port, const in6_addr& dst, uint8_t tclass,
                          const uint8_t* data, size_t len);
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm

@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "rsocket_wire.hpp"
+#include "rsocket_wire.h"
 
-namespace softverbs::rdmacm::rs {
+namespace sv::rdmacm::rs {
 
 // A ring of `size` bytes filled at `tail` and drained, in the same order,
 // from the oldest bytes: the local send staging buffer (bytes in flight
@@ -173,4 +173,4 @@ class GrantLedger {
   uint32_t bytes_ = 0;
 };
 
-}  // namespace softverbs::rdmacm::rs
+}  // namespace sv::rdmacm::rs

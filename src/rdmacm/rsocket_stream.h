@@ -13,9 +13,9 @@
 #include <chrono>
 #include <mutex>
 
-#include "rsocket_state.hpp"
+#include "rsocket_state.h"
 
-namespace softverbs::rdmacm::rs {
+namespace sv::rdmacm::rs {
 
 using Lock = std::unique_lock<std::mutex>;
 
@@ -118,4 +118,4 @@ int wait_until(RSocket& rs, Lock& lock, bool nonblock, Ready ready, int timeout_
   }
 }
 
-}  // namespace softverbs::rdmacm::rs
+}  // namespace sv::rdmacm::rs

@@ -23,11 +23,11 @@
 #include <mutex>
 #include <vector>
 
-#include "rsocket_memory.hpp"
-#include "rsocket_ring.hpp"
-#include "rsocket_wire.hpp"
+#include "rsocket_memory.h"
+#include "rsocket_ring.h"
+#include "rsocket_wire.h"
 
-namespace softverbs::rdmacm::rs {
+namespace sv::rdmacm::rs {
 
 struct DgramState;  // rsocket_dgram.cpp
 struct DgramDeleter {
@@ -54,15 +54,15 @@ struct Options {
 };
 
 enum class Phase {
-  Idle,
-  Bound,
-  Listening,
-  ResolvingAddr,
-  ResolvingRoute,
-  Connecting,  // REQ sent
-  Accepting,   // accepted, waiting for ESTABLISHED
-  Connected,
-  Failed,  // connecting failed (so_error) or the connection broke
+  kIdle,
+  kBound,
+  kListening,
+  kResolvingAddr,
+  kResolvingRoute,
+  kConnecting,  // REQ sent
+  kAccepting,   // accepted, waiting for ESTABLISHED
+  kConnected,
+  kFailed,  // connecting failed (so_error) or the connection broke
 };
 
 // A local riomap registration.
@@ -90,7 +90,7 @@ struct RSocket {
   bool closed = false;  // rclose ran: waiters give up with EBADF
 
   // --- stream ---
-  Phase phase = Phase::Idle;
+  Phase phase = Phase::kIdle;
   int so_error = 0;      // pending error (SO_ERROR, failed nonblocking connect)
   int conn_error = 0;    // the connection broke: ECONNRESET
   bool shut_rd = false;  // local shutdown
@@ -154,4 +154,4 @@ const Defaults& defaults();
 
 uint64_t now_ns();
 
-}  // namespace softverbs::rdmacm::rs
+}  // namespace sv::rdmacm::rs

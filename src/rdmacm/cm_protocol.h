@@ -4,9 +4,9 @@
 
 #include <cstdint>
 
-#include "cm_state.hpp"
+#include "cm_state.h"
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 
 // A message from `id` with its addresses, GID and QP type filled in.
 WireMessage message_from(const Id* id, MessageType type);
@@ -19,4 +19,4 @@ void stop_watching(Id* id);
 // Fills the path record from the id's addresses and device.
 void fill_route(Id* id);
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm

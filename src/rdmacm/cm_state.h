@@ -28,11 +28,11 @@
 #include <mutex>
 #include <vector>
 
-#include "cm_group_membership.hpp"
-#include "cm_id_state.hpp"
-#include "cm_wire.hpp"
+#include "cm_group_membership.h"
+#include "cm_id_state.h"
+#include "cm_wire.h"
 
-namespace softverbs::rdmacm {
+namespace sv::rdmacm {
 
 struct Id;
 struct Device;
@@ -57,7 +57,7 @@ struct Channel {
 };
 
 // What an fd in a channel's epoll set stands for.
-enum class WatchKind { Ready, Listener, Incoming, Connection, Mailbox, ListenMailbox, RetryTimer, ListenerWait };
+enum class WatchKind { kReady, kListener, kIncoming, kConnection, kMailbox, kListenMailbox, kRetryTimer, kListenerWait };
 
 struct Watch {
   WatchKind kind;
@@ -71,7 +71,7 @@ struct Multicast {
   ibv_gid mgid{};
   void* context = nullptr;
   bool attached = false;
-  GroupMembership membership;  // the host's join on the id's link (cm_group_membership.hpp)
+  GroupMembership membership;  // the host's join on the id's link (cm_group_membership.h)
 };
 
 // An id whose peer is on another host: its messages travel as IB CM MADs
@@ -104,7 +104,7 @@ struct NetLink {
 
 struct Id {
   rdma_cm_id pub{};  // first: rdma_cm_id* converts to Id*
-  IdState state = IdState::Idle;  // changed only through set_state (cm_id_state.hpp)
+  IdState state = IdState::kIdle;  // changed only through set_state (cm_id_state.h)
   bool sync = false;         // created without a channel: calls block
   Device* device = nullptr;  // bound device, or null (wildcard / unbound)
   int gid_index = 0;
@@ -220,4 +220,4 @@ Id* id_create(Channel* ch, void* context, rdma_port_space ps, ibv_qp_type qp_typ
 // as rdma-core's ucma_complete does (0, or -1 with errno from its status).
 int complete_sync(Id* id);
 
-}  // namespace softverbs::rdmacm
+}  // namespace sv::rdmacm
