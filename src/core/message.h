@@ -64,6 +64,7 @@ enum class Outcome {
   kRemoteOperational,  // NAK: remote operational error (responder's own fault)
   kPending,            // on the wire: the answer comes later (requester.h answer_from_network)
   kRetryExceeded,      // RC over the network: no ACK after retry_cnt retransmissions
+  kRnrRetryExceeded,   // RC over the network: still RNR after rnr_retry waits
 };
 
 struct Response {

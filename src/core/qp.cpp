@@ -275,7 +275,7 @@ void listen_if_remote(Qp* qp) {
 // when they change): its peer's route, or for UD every one.
 void ready_to_send(Qp* qp) {
   if (qp->type == IBV_QPT_RAW_PACKET) return;
-  const SendParams p{qp->attr.sq_psn, qp->attr.path_mtu, qp->attr.timeout, qp->attr.retry_cnt};
+  const SendParams p{qp->attr.sq_psn, qp->attr.path_mtu, qp->attr.timeout, qp->attr.retry_cnt, qp->attr.rnr_retry};
   const uint32_t qpn = qp->qp_base.qp_num;
   if (qp->type == IBV_QPT_UD)
     qp->ctx->for_each_transport([&](Transport& t) { t.ready_to_send(qpn, p, qp->send_answers); });

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/connection.h"
+#include "core/ib_timers.h"
 #include "core/cq.h"
 #include "core/pd.h"
 #include "core/recv_queue.h"
@@ -20,14 +21,6 @@
 #include "util/spin_lock.h"
 
 namespace sv {
-
-// The retries a QP's retry_cnt and rnr_retry give. ibv_modify_qp takes any
-// value (the kernel, rxe and mlx5 do); above the 3-bit wire field a count
-// means 7 retries, the most the field can say (librdmacm reads its counts
-// so), but rnr_retry means "forever" only when it is 7 itself: 8 asks for
-// retries, not for a QP that never gives up, so it gives 6.
-inline uint32_t retry_budget(uint8_t retry_cnt) { return retry_cnt > 7 ? 7 : retry_cnt; }
-inline uint32_t rnr_retry_budget(uint8_t rnr_retry) { return rnr_retry > 7 ? 6 : rnr_retry; }
 
 // One posted work request: one cache line (a UD destination is kept
 // beside it, in Qp::sq_ud). Its SGEs and inline data sit in their own arrays.

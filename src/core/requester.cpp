@@ -286,6 +286,9 @@ bool act_on_response(Qp* qp, uint64_t pos, Response r) {
     case Outcome::kRetryExceeded:
       fail(qp, pos, IBV_WC_RETRY_EXC_ERR);
       return true;
+    case Outcome::kRnrRetryExceeded:
+      fail(qp, pos, IBV_WC_RNR_RETRY_EXC_ERR);
+      return true;
     case Outcome::kPending:
       qp->sq_sent = pos + 1;
       return false;
@@ -422,8 +425,8 @@ void run_send_queue_locked(Qp* qp) {
 void answer_from_network(Qp* qp, uint64_t pos, Response r) {
   std::lock_guard g(qp->sq_mu);
   if (!qp->on_network() || qp->sq_exec != pos) return;  // flushed or reset meanwhile
-  // After an RNR NAK the transport dropped the later WQEs: they go again.
-  if (r.outcome == Outcome::kRnr) qp->sq_sent = pos;
+  // (An RNR NAK never comes back from the network: the engine waits it
+  // out and sends the message again itself, as a NIC does.)
   if (qp->state() != IBV_QPS_ERR && !act_on_response(qp, pos, r)) {
     if (!qp->scheduled) {  // an RNR NAK: try again once its timer ran out
       qp->scheduled = true;

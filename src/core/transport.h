@@ -23,6 +23,7 @@ struct SendParams {
   ibv_mtu path_mtu = IBV_MTU_1024;
   uint8_t timeout = 0;    // the ACK timeout's exponent (0: no limit)
   uint8_t retry_cnt = 7;  // retransmissions before the QP gives up
+  uint8_t rnr_retry = 7;  // RNR NAKs waited out before it gives up (7: forever)
 };
 
 // Where a transport that answers later (Transport::answers_later) sends a

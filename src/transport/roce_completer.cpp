@@ -147,9 +147,13 @@ class Completer {
   }
 
   State verdict_nak() {
-    e_.counters.add(qpn_, verdict_->outcome == Outcome::kRnr ? kRnrNaksReceived : kErrorNaksReceived);
+    if (verdict_->outcome == Outcome::kRnr) {  // the engine waits it out itself (Engine::wait_out_rnr)
+      e_.counters.add(qpn_, kRnrNaksReceived);
+      e_.wait_out_rnr(s_, verdict_->rnr_timer);
+      return State::kDone;
+    }
+    e_.counters.add(qpn_, kErrorNaksReceived);
     e_.drop_after_front(s_);
-    if (verdict_->outcome == Outcome::kRnr) s_.next_psn = s_.out.front().req.first_psn;  // it comes again, same PSNs
     e_.finish_front(s_, *verdict_);
     return State::kDone;
   }

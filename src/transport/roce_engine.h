@@ -106,6 +106,12 @@ struct Sender {
   uint64_t srtt_ns = 0;
   uint32_t rtt_psn = 0;
   uint64_t rtt_sent_ns = 0;  // 0: no packet being timed
+  // RNR: the oldest message was answered "receiver not ready". Everything
+  // from it on goes again, same PSNs, once its timer ran out
+  // (rnr_resume_ns; 0: not waiting), at most rnr_retry times per message
+  // (kRnrRetryForever: no limit), as a NIC retries without its driver.
+  uint64_t rnr_resume_ns = 0;
+  uint32_t rnr_left = 0;
 };
 
 struct AtomicReplay {
@@ -244,6 +250,7 @@ class Engine {
   bool finish_before(Sender& s, size_t k);
   void go_back(Sender& s, size_t k, uint32_t index);
   void restart_timer(Sender& s, bool progress);
+  void wait_out_rnr(Sender& s, uint8_t timer_code);
 
   Wire& wire_;
   Targets& targets_;

@@ -34,7 +34,7 @@ enum class CompleterState : uint8_t {
   kImplicitAck,    // every SEND/WRITE before its message is acknowledged (IBTA 9.7.5.1.1)
   kSequenceNak,    // the responder expects an earlier packet: go back to it
   kAck,            // packets acknowledged: the window moves, a message may complete
-  kVerdictNak,     // RNR NAK or error NAK: the message ends with it
+  kVerdictNak,     // error NAK: the message ends with it; RNR NAK: everything goes again after its timer
   kReadResponse,   // a READ's data, in order
   kAtomicAck,      // an atomic's original value
   kDone,

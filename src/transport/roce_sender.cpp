@@ -258,6 +258,7 @@ Response Engine::start_reliable(const Message& m) {
   if (s.out.size() == 1) {  // the timer starts with the first unanswered message
     s.timeout = p.timeout;
     s.retry_cnt = retry_budget(p.retry_cnt);
+    s.rnr_left = rnr_retry_budget(p.rnr_retry);
     restart_timer(s, true);
   }
   pump(s);
@@ -299,6 +300,7 @@ void Engine::send_packet(Sender& s, Outbound& o, uint32_t i, bool ack_req) {
 // requests once each, SEND/WRITE packets while fewer than kWindowPackets
 // are unacknowledged.
 void Engine::pump(Sender& s) {
+  if (s.rnr_resume_ns) return;  // waiting out an RNR NAK
   uint32_t in_flight = 0;
   for (const Outbound& o : s.out) in_flight += o.in_flight();
   for (Outbound& o : s.out) {
@@ -340,7 +342,28 @@ void Engine::finish_front(Sender& s, Response r) {
   Outbound& o = s.out.front();
   answers.push_back(Answer{o.req.src_qpn, o.token, r});
   s.out.pop_front();
+  s.rnr_left = rnr_retry_budget(s.params.rnr_retry);  // the next message has its own
   restart_timer(s, true);
+}
+
+// The responder had no receive for the oldest message (an RNR NAK): it
+// dropped it and everything after it, and expects it again from its first
+// PSN. Everything goes again once the timer ran out (on_timers); after
+// rnr_retry such answers for one message, it ends with RNR_RETRY_EXC_ERR.
+void Engine::wait_out_rnr(Sender& s, uint8_t timer_code) {
+  if (s.rnr_left == 0) {
+    SV_INFO("QP %#x: still receiver-not-ready after %u RNR retries", s.out.front().req.src_qpn,
+            rnr_retry_budget(s.params.rnr_retry));
+    drop_after_front(s);
+    finish_front(s, Response{Outcome::kRnrRetryExceeded, 0});
+    return;
+  }
+  if (s.rnr_left != kRnrRetryForever) --s.rnr_left;
+  for (Outbound& o : s.out) o.sent = o.acked = 0;  // (READs and atomics take no receive: none is before it)
+  s.rtt_sent_ns = 0;
+  s.probe_pending = false;
+  s.rnr_resume_ns = wire_.now_ns() + rnr_delay_ns(timer_code);
+  if (!armed_ns || s.rnr_resume_ns < armed_ns) rearm = true;
 }
 
 // After an RNR NAK or an error the later messages are not answered: the
@@ -399,6 +422,15 @@ void Engine::probe(Sender& s) {
 
 void Engine::on_timers(uint64_t now) {
   for (auto& [qpn, s] : senders) {
+    if (s.rnr_resume_ns) {  // no ACK timer or probe while the responder is not ready
+      if (s.out.empty()) s.rnr_resume_ns = 0;
+      if (!s.rnr_resume_ns || s.rnr_resume_ns > now) continue;
+      s.rnr_resume_ns = 0;
+      counters.add(qpn, kRetransmits);
+      restart_timer(s, false);
+      pump(s);
+      continue;
+    }
     if (!s.out.empty() && s.probe_ns && s.probe_ns <= now && s.deadline_ns > now) probe(s);
     if (s.out.empty() || s.deadline_ns > now) continue;
     counters.add(qpn, kAckTimeouts);
@@ -430,7 +462,9 @@ uint64_t Engine::next_deadline() const {
   uint64_t best = 0;
   for (const auto& [qpn, s] : senders)
     if (!s.out.empty()) {
-      const uint64_t d = s.probe_ns && s.probe_ns < s.deadline_ns ? s.probe_ns : s.deadline_ns;
+      const uint64_t d = s.rnr_resume_ns                             ? s.rnr_resume_ns
+                         : s.probe_ns && s.probe_ns < s.deadline_ns ? s.probe_ns
+                                                                    : s.deadline_ns;
       if (best == 0 || d < best) best = d;
     }
   return best;

@@ -463,7 +463,10 @@ void RoceTransport::drop_sends(uint32_t qpn) {
   if (!roce::g_started.load(std::memory_order_acquire)) return;
   roce::Engine& e = nic_.engine;
   std::lock_guard g(e.mu);
-  if (auto it = e.senders.find(qpn); it != e.senders.end()) it->second.out.clear();
+  if (auto it = e.senders.find(qpn); it != e.senders.end()) {
+    it->second.out.clear();
+    it->second.rnr_resume_ns = 0;
+  }
 }
 
 void RoceTransport::copy_app_buffers() {

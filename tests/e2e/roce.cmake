@@ -43,6 +43,10 @@ roce_netns_test(srq_pingpong_drop3 --drop-data 3 pingpong ibv_srq_pingpong -n 20
 foreach(tool send_lat write_lat read_lat atomic_bw)
   roce_netns_test(ib_${tool}_drop3 --drop 3 perftest ib_${tool} -n 200)
 endforeach()
+# RNR over the network: the server keeps one receive posted, so most SENDs
+# find none; the requester's engine waits each RNR NAK out and sends again
+# (perftest's rnr_retry 7: forever), and every message arrives.
+roce_netns_test(ib_send_bw_rnr --stats --expect-counter rnr_naks_received perftest ib_send_bw -n 1000 --rx-depth=1)
 roce_netns_test(rc_pingpong_netem --netem "loss 3% duplicate 1% reorder 25% delay 1ms" pingpong ibv_rc_pingpong -n 200 -c)
 # The same impairments without netem: 25% of the packets held back 1 ms
 # (reordered), 3% of the data dropped, 5% of the sends duplicated; every

@@ -6,6 +6,8 @@
 #     --stats   while the tools run, read their counters with softverbs-stat
 #               ($SOFTVERBS_STAT): packets must show, per process and per QP,
 #               and with --drop/--drop-data the recovery (NAKs, retransmits)
+#     --expect-counter NAME  (with --stats) a process's device counter NAME
+#               must have been seen above 0 (rnr_naks_received: RNR happened)
 #     --self-pcap  the tools write their own captures (SOFTVERBS_PCAP), checked
 #               the same way
 #     --pairs N N server/client pairs at once (several processes per host)
@@ -43,7 +45,7 @@
 #     CM_READY=REGEX: the client starts once the server's output matches it
 #     CM_MULTICAST=GROUP (with --pcap): the UD SENDs must go to that group address
 set -u
-netem="" impair="" dup="" drop="" drop_naks="" min_len=0 pcap=0 ipv6=0 stats=0 pairs=1 self_pcap=0
+netem="" impair="" dup="" drop="" drop_naks="" min_len=0 pcap=0 ipv6=0 stats=0 pairs=1 self_pcap=0 expect_counter=""
 while [[ $# -gt 0 && $1 == --* ]]; do
   case $1 in
     --netem) netem=$2; shift 2 ;;
@@ -56,6 +58,7 @@ while [[ $# -gt 0 && $1 == --* ]]; do
     --self-pcap) self_pcap=1; shift ;;
     --ipv6) ipv6=1; shift ;;
     --stats) stats=1; shift ;;
+    --expect-counter) expect_counter=$2; shift 2 ;;
     --pairs) pairs=$2; shift 2 ;;
     *) echo "unknown option $1"; exit 2 ;;
   esac
@@ -238,6 +241,7 @@ if ((stats)); then
     sample >"$work/stat.now"
     grep -q "QP 0x.*packets_received [1-9]" "$work/stat.now" && cp "$work/stat.now" "$work/stat"
     grep -q "device .*probes [1-9]" "$work/stat.now" && touch "$work/probed"  # (its process may end first)
+    [[ -n $expect_counter ]] && grep -q "device .*$expect_counter [1-9]" "$work/stat.now" && touch "$work/expected"
     sleep 0.05
   done
 fi
@@ -300,6 +304,9 @@ if ((stats)); then
     { echo "no packets counted"; exit 1; }
   if [[ -n $drop ]] && ! grep -Eq "(seq_naks_sent|ack_timeouts|retransmits) [1-9]" "$work/stat"; then
     echo "packets were dropped but no recovery was counted"; exit 1
+  fi
+  if [[ -n $expect_counter && ! -e $work/expected ]]; then
+    echo "the counter $expect_counter never went above 0"; exit 1
   fi
   if [[ -n $drop_naks && ! -e $work/probed ]]; then
     echo "sequence NAKs were dropped but no loss probe was counted"; exit 1

@@ -228,13 +228,18 @@ class FakeNet {
   }
 
   // Moves time to the next event (a packet arrives, or a timer is due) and
-  // handles it; false when nothing is left to happen.
-  bool step() {
+  // handles it; false when nothing is left to happen before `limit_ns`.
+  bool step(uint64_t limit_ns = UINT64_MAX) {
     uint64_t timer = 0;
     for (FakeNode& n : nodes_)
       if (const uint64_t d = n.engine.next_deadline(); d && (!timer || d < timer)) timer = d;
     const bool packet = !queue_.empty();
     if (!packet && !timer) return false;
+    const uint64_t next = timer && (!packet || timer <= queue_.begin()->first.first) ? timer : queue_.begin()->first.first;
+    if (next > limit_ns) {
+      now_ = std::max(now_, limit_ns);
+      return false;
+    }
     if (timer && (!packet || timer <= queue_.begin()->first.first)) {
       now_ = std::max(now_, timer);
       for (FakeNode& n : nodes_) {
@@ -254,11 +259,12 @@ class FakeNet {
     return true;
   }
 
-  // Steps until `done`, nothing is left to happen, or `limit_ns` of
-  // virtual time passed; whether `done`.
+  // Steps until `done`, nothing is left to happen, or the next event is
+  // more than `limit_ns` of virtual time away (time then stands at the
+  // limit); whether `done`.
   bool run_until(const std::function<bool()>& done, uint64_t limit_ns = 10'000'000'000) {
     const uint64_t end = now_ + limit_ns;
-    while (!done() && now_ < end && step()) {
+    while (!done() && step(end)) {
     }
     return done();
   }

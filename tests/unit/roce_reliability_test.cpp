@@ -208,37 +208,58 @@ TEST(RoceReliability, TimeoutZeroNeverGivesUp) {
 }
 
 // Rule: a responder without a receive answers RNR NAK with its
-// min_rnr_timer; the message is not executed, its PSNs are kept for the
-// retry, and the later messages were not taken either.
-TEST(RoceReliability, AnRnrNakKeepsThePsnsForTheRetry) {
+// min_rnr_timer and drops the message and those after it; the requester
+// waits the timer out and sends them all again, with the same PSNs, on its
+// own (as a NIC: the application sees only the completions).
+TEST(RoceReliability, AnRnrNakIsWaitedOutAndEverythingSentAgainWithTheSamePsns) {
   Link l;
   l.target().receives = 0;
-  l.target().min_rnr_timer = 12;
+  l.target().min_rnr_timer = 14;  // 1.28 ms
+  const uint64_t start = l.net.now_ns();
   l.post(IBV_WR_SEND, pattern(2000, 1));  // PSNs 100, 101
   l.post(IBV_WR_SEND, pattern(10, 2));    // 102
-  ASSERT_TRUE(l.net.run_until([&] { return !l.a.completions.empty(); }));
-  ASSERT_EQ(l.a.completions.size(), 1u);
-  EXPECT_EQ(l.a.completions[0].token, 0u);
-  EXPECT_EQ(l.a.completions[0].response.outcome, Outcome::kRnr);
-  EXPECT_EQ(l.a.completions[0].response.rnr_timer, 12);
+  // Until the timer ran out, nothing completes and nothing more is sent.
+  l.net.run_until([] { return false; }, rnr_delay_ns(14) / 2);
+  EXPECT_TRUE(l.a.completions.empty());
   EXPECT_EQ(l.b.count(kRnrNaksSent), 1u);
+  EXPECT_EQ(l.a.count(kRnrNaksReceived), 1u);
   EXPECT_TRUE(l.target().arrived.empty());
-  l.net.run_until([] { return false; }, 1'000'000);  // nothing more happens by itself
-  EXPECT_EQ(l.a.completions.size(), 1u);
-  // The requester (core/requester.cpp) waits rnr_delay_ns(12) and posts
-  // both again: they get the same PSNs.
-  l.target().receives = 2;
-  l.a.completions.clear();
-  l.next_token = 0;
   const size_t before = l.net.log.size();
-  l.post(IBV_WR_SEND, pattern(2000, 1));
-  l.post(IBV_WR_SEND, pattern(10, 2));
+  l.target().receives = 2;
   ASSERT_TRUE(l.net.run_until([&] { return l.all_answered(); }));
   expect_all_acked(l);
-  EXPECT_EQ(l.net.log[before].pkt.bth.psn, 100u);
+  EXPECT_GE(l.net.now_ns() - start, rnr_delay_ns(14));
+  ASSERT_GT(l.net.log.size(), before);
+  EXPECT_EQ(l.net.log[before].pkt.bth.psn, 100u);  // the first message again, from its first PSN
   ASSERT_EQ(l.target().arrived.size(), 2u);
   EXPECT_EQ(l.target().arrived[0].bytes, pattern(2000, 1));
   EXPECT_EQ(l.target().arrived[1].bytes, pattern(10, 2));
+}
+
+// Rule: after rnr_retry RNR NAKs for one message, it ends with
+// RNR_RETRY_EXC_ERR (kRnrRetryExceeded); rnr_retry 7 waits forever.
+TEST(RoceReliability, RnrRetryExhaustionEndsTheMessage) {
+  Link l;
+  l.params.rnr_retry = 2;
+  l.a.ready_to_send(kRequesterQpn, l.params);
+  l.target().receives = 0;
+  l.target().min_rnr_timer = 1;  // 0.01 ms
+  l.post(IBV_WR_SEND, pattern(100, 1));
+  ASSERT_TRUE(l.net.run_until([&] { return l.all_answered(); }));
+  ASSERT_EQ(l.a.completions.size(), 1u);
+  EXPECT_EQ(l.a.completions[0].response.outcome, Outcome::kRnrRetryExceeded);
+  EXPECT_EQ(l.a.count(kRnrNaksReceived), 3u);  // the first, then 2 retries
+  EXPECT_TRUE(l.target().arrived.empty());
+
+  Link forever;
+  forever.target().receives = 0;
+  forever.target().min_rnr_timer = 1;
+  forever.post(IBV_WR_SEND, pattern(100, 1));
+  EXPECT_FALSE(forever.net.run_until([&] { return forever.all_answered(); }, 50'000'000));
+  EXPECT_GE(forever.a.count(kRnrNaksReceived), 100u);
+  forever.target().receives = 1;
+  ASSERT_TRUE(forever.net.run_until([&] { return forever.all_answered(); }));
+  expect_all_acked(forever);
 }
 
 // Rule: a READ whose response was lost is asked again from the first
