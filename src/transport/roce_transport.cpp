@@ -43,6 +43,11 @@ struct Nic {
   HostTargets targets;
   Engine engine{port, targets};
   uint32_t slot = 0;
+  std::mutex start_mu;
+  std::atomic<bool> started{false};  // the sockets are open and the network thread runs
+  // Held by the thread draining the sockets: the network thread, or an
+  // application thread polling an empty CQ (RoceTransport::progress).
+  BriefSpinMutex rx_mu;
 };
 
 namespace {
@@ -61,11 +66,6 @@ void out_of_memory() {
 
 namespace {
 
-std::mutex g_start_mu;
-std::atomic<bool> g_started{false};
-// Held by the thread draining the sockets: the network thread, or an
-// application thread polling an empty CQ (RoceTransport::progress).
-BriefSpinMutex g_rx_mu;
 // Receive slots: a RoCE datagram is at most a 4096-byte MTU plus headers,
 // but with UDP GRO one slot takes a peer's whole GSO send (up to 64 KiB);
 // anything larger (truncated) is not RoCE.
@@ -107,9 +107,9 @@ void after_fork_in_child() {
   e.reset_outgoing();
   new (&e.mu) BriefSpinMutex();
   new (&e.call_mu) BriefSpinMutex();
-  new (&g_start_mu) std::mutex();
-  new (&g_rx_mu) BriefSpinMutex();
-  g_started.store(false);
+  new (&n.start_mu) std::mutex();
+  new (&n.rx_mu) BriefSpinMutex();
+  n.started.store(false);
 }
 
 // A UD SEND to a multicast group (DestQP 0xFFFFFF) reached this process's
@@ -197,9 +197,9 @@ void handle_datagram(Nic& n, uint8_t* buf, size_t len, const DatagramInfo& info,
 // processes on; what is for us is dropped (our QPs are going). Only the
 // wire codec and sockets are used: other statics may be gone by now.
 void hand_over_at_exit() {
-  if (!g_started.load(std::memory_order_acquire)) return;
+  if (!g_nic || !g_nic->started.load(std::memory_order_acquire)) return;
   Nic& n = *g_nic;
-  std::lock_guard rx(g_rx_mu);
+  std::lock_guard rx(n.rx_mu);
   n.port.sock.leave_group();
   static ReceiveSlots* slots = new ReceiveSlots;  // (never freed: we are exiting)
   uint8_t* payloads[kSlots];
@@ -266,7 +266,7 @@ struct Readable {
 };
 
 // Receives and handles what waits on the sockets, at most `budget`
-// datagrams per socket. Caller holds g_rx_mu.
+// datagrams per socket. Caller holds n.rx_mu.
 void drain(Nic& n, ReceiveSlots& slots, int budget, Readable readable = {}) {
   Engine& e = n.engine;
   const int fds[2] = {n.port.sock.fd4(), n.port.sock.fd6()};
@@ -349,12 +349,12 @@ void network_thread(Nic* nic) {
       }
       if (!owner && monotonic_ns() >= next_try_ns) {
         next_try_ns = monotonic_ns() + 1'000'000'000;
-        std::lock_guard rx(g_rx_mu);
+        std::lock_guard rx(n.rx_mu);
         EngineLock g(e);
         n.port.sock.try_own();
       }
       if ((fds[0].revents | fds[1].revents | fds[2].revents) & (POLLIN | POLLHUP)) {
-        std::lock_guard rx(g_rx_mu);
+        std::lock_guard rx(n.rx_mu);
         drain(n, slots, 256,  // bounded, so timers get their turn
               Readable{(fds[0].revents & POLLIN) != 0, (fds[1].revents & POLLIN) != 0,
                        (fds[2].revents & (POLLIN | POLLHUP)) != 0});
@@ -375,17 +375,19 @@ void network_thread(Nic* nic) {
 
 }  // namespace roce
 
-RoceTransport::RoceTransport() : nic_(*new roce::Nic()) { roce::g_nic = &nic_; }
-
-RoceTransport* RoceTransport::get() {
-  static RoceTransport* t = new RoceTransport();  // never destroyed: the network thread may outlive main()
-  return t;
-}
+RoceTransport::RoceTransport() : nic_(*new roce::Nic()) {}  // (never freed: the network thread may outlive it)
 
 void RoceTransport::listen() {
-  if (roce::g_started.load(std::memory_order_acquire)) return;
-  std::lock_guard g(roce::g_start_mu);
-  if (roce::g_started.load(std::memory_order_relaxed)) return;
+  if (nic_.started.load(std::memory_order_acquire)) return;
+  std::lock_guard g(nic_.start_mu);
+  if (nic_.started.load(std::memory_order_relaxed)) return;
+  // The fork and exit handlers take no argument: they look after the
+  // process's one started NIC (a second would be a second UDP port owner).
+  if (roce::g_nic && roce::g_nic != &nic_) {
+    SV_ERROR("a second RoCEv2 transport in one process: only the first one starts");
+    return;
+  }
+  roce::g_nic = &nic_;
   roce::Engine& e = nic_.engine;
   static bool fork_handler = (pthread_atfork(nullptr, nullptr, roce::after_fork_in_child), true);
   (void)fork_handler;
@@ -413,7 +415,7 @@ void RoceTransport::listen() {
   }
   std::thread(roce::network_thread, &nic_).detach();
   if (service) service->network_up();
-  roce::g_started.store(true, std::memory_order_release);
+  nic_.started.store(true, std::memory_order_release);
 }
 
 Response RoceTransport::deliver(const Message& m) {
@@ -433,10 +435,10 @@ Response RoceTransport::deliver(const Message& m) {
 }
 
 void RoceTransport::progress() {
-  if (!roce::g_started.load(std::memory_order_acquire)) return;
+  if (!nic_.started.load(std::memory_order_acquire)) return;
   roce::Engine& e = nic_.engine;
   {
-    std::unique_lock rx(roce::g_rx_mu, std::try_to_lock);
+    std::unique_lock rx(nic_.rx_mu, std::try_to_lock);
     if (!rx.owns_lock()) {
       // Another thread is at it, most often the network thread. If it was
       // preempted there (a polling application keeps every core busy), the
@@ -460,7 +462,7 @@ void RoceTransport::progress() {
 }
 
 void RoceTransport::drop_sends(uint32_t qpn) {
-  if (!roce::g_started.load(std::memory_order_acquire)) return;
+  if (!nic_.started.load(std::memory_order_acquire)) return;
   roce::Engine& e = nic_.engine;
   std::lock_guard g(e.mu);
   if (auto it = e.senders.find(qpn); it != e.senders.end()) {
@@ -470,7 +472,7 @@ void RoceTransport::drop_sends(uint32_t qpn) {
 }
 
 void RoceTransport::copy_app_buffers() {
-  if (!roce::g_started.load(std::memory_order_acquire)) return;
+  if (!nic_.started.load(std::memory_order_acquire)) return;
   roce::Engine& e = nic_.engine;
   std::lock_guard g(e.mu);
   for (auto& [qpn, s] : e.senders)

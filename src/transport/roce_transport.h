@@ -14,10 +14,11 @@ struct Nic;
 
 class RoceTransport final : public Transport {
  public:
-  // The process's one RoCEv2 device (it has one UDP port and one registry
-  // slot), shared by its contexts. The engine inside it is an object like
-  // any other (roce_engine.h): tests run several in one process.
-  static RoceTransport* get();
+  // A process starts one (verbs/device_list.cpp process_network(): it has
+  // one UDP port and one registry slot), shared by its contexts. The engine
+  // inside is an object like any other (roce_engine.h): tests run several
+  // in one process.
+  RoceTransport();
   const char* name() const override { return "roce"; }
   Response deliver(const Message& m) override;
   bool answers_later() const override { return true; }
@@ -29,7 +30,6 @@ class RoceTransport final : public Transport {
   void progress() override;
 
  private:
-  RoceTransport();
   roce::Nic& nic_;
 };
 

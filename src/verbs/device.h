@@ -8,6 +8,10 @@
 #include <cstddef>
 #include <cstdint>
 
+namespace sv {
+class Transport;
+}
+
 namespace sv::abi {
 
 struct DeviceHandle {
@@ -25,6 +29,8 @@ static_assert(sizeof(ibv_device) == 664);
 static_assert(offsetof(DeviceHandle, ops) == 664);
 
 ibv_device* the_device();
+// The process's network transport (RoCEv2), shared by its contexts.
+Transport* process_network();
 void install_context_ops(ibv_context* ctx);
 
 }  // namespace sv::abi

@@ -25,6 +25,11 @@ const ProviderName kOps{"softverbs"};
 
 }  // namespace
 
+Transport* process_network() {
+  static RoceTransport* t = new RoceTransport();  // never destroyed: the network thread may outlive main()
+  return t;
+}
+
 ibv_device* the_device() {
   static DeviceHandle* handle = [] {
     auto* h = new DeviceHandle{};
@@ -72,7 +77,7 @@ SV_EXPORT_1_1(ibv_open_device) ibv_context* sv_ibv_open_device(ibv_device* devic
   return abi::guarded<ibv_context*>(nullptr, [&]() -> ibv_context* {
     Context* ctx = Context::create(device);
     if (!ctx) return nullptr;
-    ctx->remote_transport = RoceTransport::get();
+    ctx->remote_transport = abi::process_network();
     Context::make_local_transport = [](Context* c) -> Transport* {
       return new ShmTransport(*c->host, c->remote_transport);
     };

@@ -59,7 +59,7 @@ SV_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
     if (!ctx) return nullptr;
     ::close(ctx->context.cmd_fd);
     ctx->context.cmd_fd = cmd_fd;
-    ctx->remote_transport = RoceTransport::get();
+    ctx->remote_transport = abi::process_network();
     Context::make_local_transport = [](Context* c) -> Transport* {
       return new ShmTransport(*c->host, c->remote_transport);
     };
