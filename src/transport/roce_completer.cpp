@@ -28,14 +28,7 @@ class Completer {
       : e_(e), s_(s), pkt_(pkt), from_(from), info_(opcode_info(pkt.bth.opcode)), qpn_(pkt.bth.dest_qp) {}
 
   void run() {
-    const bool trace = log_enabled(LogLevel::kDebug);
-    for (State s = State::kCheckSource; s != State::kDone;) {
-      const State next = step(s);
-      if (trace)
-        SV_DEBUG("QP %#x completer: PSN %#x %s: %s -> %s", qpn_, pkt_.bth.psn, info_->name, state_name(s),
-                 state_name(next));
-      s = next;
-    }
+    run_role<State>("completer", qpn_, pkt_.bth.psn, info_->name, [this](State s) { return step(s); });
   }
 
  private:

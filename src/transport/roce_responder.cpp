@@ -39,13 +39,7 @@ class Responder {
         peer_qpn_(t.dest_qpn) {}
 
   void run() {
-    const bool trace = log_enabled(LogLevel::kDebug);
-    for (State s = State::kCheckSource; s != State::kDone;) {
-      const State next = step(s);
-      if (trace)
-        SV_DEBUG("QP %#x responder: PSN %#x %s: %s -> %s", qpn_, psn_, info_->name, state_name(s), state_name(next));
-      s = next;
-    }
+    run_role<State>("responder", qpn_, psn_, info_->name, [this](State s) { return step(s); });
   }
 
  private:

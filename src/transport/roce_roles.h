@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "util/log.h"
+
 namespace sv::roce {
 
 enum class ResponderState : uint8_t {
@@ -43,5 +45,18 @@ inline constexpr int kCompleterStates = static_cast<int>(CompleterState::kDone) 
 
 const char* state_name(ResponderState s);
 const char* state_name(CompleterState s);
+
+// Runs a role for one packet: `step` from the first state until kDone, and
+// with SOFTVERBS_LOG=debug one line per transition ("QP 0x20022 responder:
+// PSN 0x66 RC_SEND_MIDDLE: check_psn -> sequence_nak").
+template <typename State, typename Step>
+void run_role(const char* role, uint32_t qpn, uint32_t psn, const char* opcode, Step&& step) {
+  const bool trace = log_enabled(LogLevel::kDebug);
+  for (State s{}; s != State::kDone;) {
+    const State next = step(s);
+    if (trace) SV_DEBUG("QP %#x %s: PSN %#x %s: %s -> %s", qpn, role, psn, opcode, state_name(s), state_name(next));
+    s = next;
+  }
+}
 
 }  // namespace sv::roce

@@ -22,6 +22,7 @@
 #include "net/udp_sport.h"
 #include "transport/roce_capture.h"
 #include "transport/roce_engine.h"
+#include "transport/roce_request.h"
 #include "transport/roce_verdict.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -37,25 +38,6 @@ constexpr uint64_t kMinProbeNs = 200'000;
 // The QP's path MTU, no larger than what the link carries (`link_mtu`; rxe
 // clamps it the same way, to its port's MTU, which follows the netdev's).
 uint32_t path_mtu_bytes(const SendParams& p, uint32_t link_mtu) { return std::min(mtu_bytes(p.path_mtu), link_mtu); }
-
-// What a work request's packets say, but for where its PSNs start and its MTU.
-Request request_of(const Message& m) {
-  Request r;
-  r.type = m.qp_type;
-  r.opcode = m.opcode;
-  r.src_qpn = m.src_qpn;
-  r.dst_qpn = m.dst_qpn;
-  r.qkey = m.qkey;
-  r.xrc_srqn = m.xrc_srqn;
-  r.imm = m.imm;
-  r.solicited = m.solicited;
-  r.remote_addr = m.remote_addr;
-  r.rkey = m.rkey;
-  r.compare_add = m.compare_add;
-  r.swap = m.swap;
-  r.length = m.length;
-  return r;
-}
 
 void gather(const Message& m, std::vector<uint8_t>* out) {
   out->clear();

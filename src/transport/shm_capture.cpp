@@ -16,6 +16,7 @@
 #include "net/roce_packetiser.h"
 #include "net/udp_sport.h"
 #include "transport/roce_capture.h"
+#include "transport/roce_request.h"
 #include "transport/roce_verdict.h"
 
 namespace sv::roce {
@@ -81,20 +82,7 @@ void exchange_packets(const Message& m, Response r, uint32_t psn, uint32_t msn, 
   };
 
   thread_local std::vector<uint8_t> data;
-  Request q;
-  q.type = m.qp_type;
-  q.opcode = m.opcode;
-  q.src_qpn = m.src_qpn;
-  q.dst_qpn = m.dst_qpn;
-  q.qkey = m.qkey;
-  q.xrc_srqn = m.xrc_srqn;
-  q.imm = m.imm;
-  q.solicited = m.solicited;
-  q.remote_addr = m.remote_addr;
-  q.rkey = m.rkey;
-  q.compare_add = m.compare_add;
-  q.swap = m.swap;
-  q.length = m.length;
+  Request q = request_of(m);
   q.mtu = mtu;
   q.first_psn = psn;
 
