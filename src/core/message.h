@@ -12,8 +12,6 @@
 
 namespace sv {
 
-struct Connection;
-
 // A contiguous piece of the requester's memory (already lkey-checked).
 struct Piece {
   uint8_t* addr;
@@ -46,7 +44,6 @@ struct Message {
   uint64_t compare_add, swap;
   const Piece* sink;        // READ/atomic results land here
   uint32_t num_sink;
-  Connection* conn;         // connected QPs: what the requester remembers of the responder; else null
   uint64_t token;           // names the work request in a later answer (SendAnswers); opaque to transports
 };
 

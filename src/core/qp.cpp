@@ -214,14 +214,12 @@ void apply_attrs(Qp* qp, const ibv_qp_attr& a, int mask) {
     uint32_t qpn = qp->peer.qpn;
     qp->peer = resolve_destination(qp->ctx, a.ah_attr);
     qp->peer.qpn = qpn;
-    qp->conn.forget();
     s->dgid = qp->peer.dgid;
     s->sgid_index = qp->peer.sgid_index;
   }
   if (mask & IBV_QP_DEST_QPN) {
     q.dest_qp_num = a.dest_qp_num;
     s->dest_qpn = qp->peer.qpn = a.dest_qp_num & 0xffffff;
-    qp->conn.forget();
   }
   // Another user's QP on this host is reached through the host service.
   if ((mask & (IBV_QP_AV | IBV_QP_DEST_QPN)) && qp->peer.route == qp->ctx->local_transport)
@@ -255,7 +253,6 @@ void reset_queues(Qp* qp) {
   if (!qp->srq_obj && qp->rq.shared()) qp->rq.discard_all();
   qp->shared->remote_error.store(0, std::memory_order_release);
   qp->shared->established.store(0, std::memory_order_release);
-  qp->conn.forget();
   qp->attr = ibv_qp_attr{};
   qp->attr.path_mig_state = IBV_MIG_MIGRATED;
   qp->attr.cap = qp->cap;

@@ -10,7 +10,6 @@
 #include <mutex>
 #include <vector>
 
-#include "core/connection.h"
 #include "core/ib_timers.h"
 #include "core/cq.h"
 #include "core/pd.h"
@@ -102,7 +101,6 @@ struct Qp : ibv_qp_ex {
   bool on_network() const { return sq_sent > sq_exec; }
 
   Destination peer;  // RC/UC: the connected remote QP (set at RTR)
-  Connection conn;   // RC/UC: what we remember of the remote QP between messages
   QpSendAnswers send_answers{this};  // where a transport that answers later answers it
   std::atomic<int> mcast_groups{0};
   uint32_t async_reported = 0;

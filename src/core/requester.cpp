@@ -191,7 +191,6 @@ Message message_for(Qp* qp, uint64_t pos, const SendWqe& w) {
   m.rkey = w.rkey;
   m.compare_add = w.compare_add;
   m.swap = w.swap;
-  m.conn = qp->type == IBV_QPT_UD ? nullptr : &qp->conn;
   m.token = pos;
   return m;
 }

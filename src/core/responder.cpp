@@ -5,7 +5,6 @@
 #include <optional>
 
 #include "core/async_events.h"
-#include "core/connection.h"
 #include "core/cq.h"
 #include "core/grh.h"
 #include "core/mr.h"
@@ -168,7 +167,7 @@ shm::CqeFields receive_cqe(const shm::QpShared& t, const Message& m, const RecvW
 }
 
 Response respond_send(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Rx& rx,
-                      const Message& m) {
+                      const Message& m, RecvAhead* ahead) {
   // SEND with Invalidate names a type 2 window bound to this QP; any other
   // rkey makes the request invalid (checked before a receive is consumed).
   if (m.opcode == IBV_WR_SEND_WITH_INV && !may_remote_invalidate(*rx.mem, t.qpn, rx.pd, m.imm)) {
@@ -179,7 +178,7 @@ Response respond_send(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShar
   }
   shm::RecvQueueShared* q = rx.queue();
   RecvWqeCopy w;
-  if (!q || !take_recv_wqe(*rx.mem, q, &w, m.conn ? &m.conn->ahead : nullptr)) {
+  if (!q || !take_recv_wqe(*rx.mem, q, &w, ahead)) {
     if (is_reliable(m.qp_type)) return Response{Outcome::kRnr, static_cast<uint8_t>(t.min_rnr_timer)};
     return Response{Outcome::kDropped, 0};
   }
@@ -220,7 +219,7 @@ Response refuse_write(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShar
 }
 
 Response respond_write(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Rx& rx,
-                       const Message& m) {
+                       const Message& m, RecvAhead* ahead) {
   // WRITE with immediate consumes a receive WQE: check for one first, so an
   // RNR leaves the target memory untouched (intra-host; over the network
   // the earlier packets of a multi-packet one are already placed, as on rxe).
@@ -229,7 +228,7 @@ Response respond_write(shm::PeerTable& peers, const shm::Peer& owner, shm::QpSha
   bool with_imm = m.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
   if (with_imm) {
     q = rx.queue();
-    if (!q || !take_recv_wqe(*rx.mem, q, &w, m.conn ? &m.conn->ahead : nullptr)) {
+    if (!q || !take_recv_wqe(*rx.mem, q, &w, ahead)) {
       if (is_reliable(m.qp_type)) return Response{Outcome::kRnr, static_cast<uint8_t>(t.min_rnr_timer)};
       return Response{Outcome::kDropped, 0};
     }
@@ -361,17 +360,18 @@ std::optional<Response> admit(shm::PeerTable& peers, const shm::Peer& owner, shm
 
 }  // namespace
 
-Response respond(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Message& m) {
+Response respond(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Message& m,
+                 RecvAhead* ahead) {
   Rx rx{};
   if (std::optional<Response> early = admit(peers, owner, t, m, &rx)) return *early;
   switch (m.opcode) {
     case IBV_WR_SEND:
     case IBV_WR_SEND_WITH_IMM:
     case IBV_WR_SEND_WITH_INV:
-      return respond_send(peers, owner, t, rx, m);
+      return respond_send(peers, owner, t, rx, m, ahead);
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
-      return respond_write(peers, owner, t, rx, m);
+      return respond_write(peers, owner, t, rx, m, ahead);
     case IBV_WR_RDMA_READ:
       return respond_read(peers, owner, t, rx, m);
     case IBV_WR_ATOMIC_CMP_AND_SWP:

@@ -8,12 +8,16 @@
 #pragma once
 
 #include "core/message.h"
+#include "core/recv_queue.h"
 #include "shm/layout.h"
 #include "shm/peers.h"
 
 namespace sv {
 
-Response respond(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& target, const Message& m);
+// `ahead`: the requester's read-ahead of the target's receive queue, kept
+// between messages of one connection (recv_queue.h); null: none.
+Response respond(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& target, const Message& m,
+                 RecvAhead* ahead = nullptr);
 
 // One packet of an RDMA WRITE from the network, placed into the target's
 // memory as it arrives, at `offset` into the range its message's RETH names

@@ -61,7 +61,6 @@ Message message_for(const RocePacket& first, const RocePacket& pkt, const Target
     m.swap = first.atomic_eth.swap_add;
     m.length = 8;
   }
-  m.conn = nullptr;
   m.token = 0;
   return m;
 }

@@ -1,6 +1,5 @@
 #include "transport/shm_transport.h"
 
-#include "core/connection.h"
 #include "core/gid_table.h"
 #include "core/multicast.h"
 #include "core/responder.h"
@@ -14,10 +13,12 @@ ShmTransport::ShmTransport(shm::Host& host, Transport* wire)
 
 
 void ShmTransport::ready_to_send(uint32_t qpn, const SendParams& p, SendAnswers&) {
+  connections_.open(qpn);  // (a UD QP's stays unused: it has no one target)
   if (__builtin_expect(capture_, 0)) roce::capture_ready(qpn, p);
 }
 
 void ShmTransport::forget_qp(uint32_t qpn, bool) {
+  connections_.forget(qpn);
   if (__builtin_expect(capture_, 0)) roce::capture_forget(qpn);
 }
 
@@ -58,7 +59,7 @@ namespace {
 // A connected QP's target as last found, if its owner is the same live
 // process and the QP still has its number (a destroyed QP's block keeps its
 // number but says RESET until it is reused, which the responder sees).
-bool cached_target_valid(const Connection& c, uint32_t qpn) {
+bool cached_target_valid(const ShmConnection& c, uint32_t qpn) {
   return c.target && c.proc->incarnation.load(std::memory_order_acquire) == c.owner_incarnation &&
          shm::proc_alive(*c.proc) && c.target->qpn == qpn;
 }
@@ -66,8 +67,8 @@ bool cached_target_valid(const Connection& c, uint32_t qpn) {
 }  // namespace
 
 Response ShmTransport::deliver_to_qp(const Message& m) {
-  Connection* c = m.conn;
-  if (c && cached_target_valid(*c, m.dst_qpn)) return respond(host_.peers(), *c->owner, *c->target, m);
+  ShmConnection* c = m.qp_type == IBV_QPT_UD ? nullptr : connections_.find(m.src_qpn);
+  if (c && cached_target_valid(*c, m.dst_qpn)) return respond(host_.peers(), *c->owner, *c->target, m, &c->ahead);
   const Response lost{is_reliable(m.qp_type) ? Outcome::kNoResponse : Outcome::kDropped, 0};
   const shm::Peer* owner = host_.peers().get(shm::qpn_slot(m.dst_qpn));
   // In another network namespace: another host, which our GID does not
@@ -90,7 +91,7 @@ Response ShmTransport::deliver_to_qp(const Message& m) {
     c->owner = owner;
     c->target = target;
   }
-  return respond(host_.peers(), *owner, *target, m);
+  return respond(host_.peers(), *owner, *target, m, c ? &c->ahead : nullptr);
 }
 
 

@@ -7,6 +7,7 @@
 
 #include "core/transport.h"
 #include "shm/host.h"
+#include "transport/shm_connections.h"
 
 namespace sv {
 
@@ -17,7 +18,7 @@ class ShmTransport final : public Transport {
   ShmTransport(shm::Host& host, Transport* wire);
   const char* name() const override { return "shm"; }
   Response deliver(const Message& m) override;
-  // (For the capture's PSNs and MTU; nothing to do without it.)
+  // Opens the QP's connection entry (and tells the capture its PSNs and MTU).
   void ready_to_send(uint32_t qpn, const SendParams& p, SendAnswers& answers) override;
   void forget_qp(uint32_t qpn, bool wait) override;
 
@@ -28,6 +29,7 @@ class ShmTransport final : public Transport {
 
   shm::Host& host_;
   Transport* const wire_;
+  ShmConnections connections_;  // of our connected QPs, by QP index
   // SOFTVERBS_PCAP is set: every exchange is also written as RoCEv2 packets
   // (shm_capture.h). Read once, so an unset variable costs one branch.
   const bool capture_;
