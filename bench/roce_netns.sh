@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # RoCEv2 through softverbs between two network namespaces joined by a veth
 # pair, against the kernel's own transports on the same link, in one run,
-# alternating, ROUNDS rounds (issue 7's targets):
-#   ib_write_bw -s 1048576            vs  iperf3 (TCP) throughput
-#   ib_write_lat -s 8, t_typical      vs  qperf udp_lat (one way, as both report it)
-#   ib_write_bw -s 1048576, 3% loss   vs  the same without loss
-#   ib_write_lat -s 8, t_typical      vs  sockperf ping-pong, both sides spinning (no target)
+# alternating, ROUNDS rounds (issue 22's targets):
+#   ib_write_bw -s 1048576            vs  iperf3 (TCP) throughput            >= 1.0
+#   ib_write_lat -s 8, t_typical      vs  sockperf ping-pong, both sides spinning, as perftest's do   <= 1.5
+#   ib_send_lat -s 8, t_typical       vs  the same sockperf ping-pong        <= 1.5
+#   ib_write_bw -s 1048576, 3% loss   vs  the same without loss              >= 0.7
+#   ib_write_lat -s 8, t_typical      vs  qperf udp_lat (sides that sleep in recv; no target)
 # Loss: an nftables rule drops 3% of each host's UDP 4791 packets at random.
 # Prints a Markdown table (medians of the per-round ratios) to stdout.
 #   bench/roce_netns.sh [BUILD_DIR] [ROUNDS] [LINK_MTU]
@@ -28,6 +29,7 @@ perftest() {  # prints the client's result line
 }
 write_bw() { perftest ib_write_bw -s 1048576 -D 5 | awk '{print $4}'; }            # BW average, MB/s
 write_lat() { perftest ib_write_lat -s 8 -n 20000 | awk '{print $5}'; }            # t_typical, us
+send_lat() { perftest ib_send_lat -s 8 -n 20000 | awk '{print $5}'; }              # t_typical, us
 iperf() {
   ip netns exec "$a" iperf3 -s -1 >/dev/null 2>&1 &
   sleep 0.5
@@ -69,27 +71,27 @@ NFT
 
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 ratio() { awk -v x="$1" -v y="$2" 'BEGIN {if (y > 0) printf "%.2f", x / y; else print "nan"}'; }
-declare -a r_bw r_lat r_loss r_spin
+declare -a r_bw r_lat r_loss r_spin r_send
 for r in $(seq "$rounds"); do
   bw=$(write_bw); tcp=$(iperf)
-  lat=$(write_lat); udp=$(udp_lat); spin=$(spin_lat)
+  lat=$(write_lat); slat=$(send_lat); udp=$(udp_lat); spin=$(spin_lat)
   loss on; lossy=$(write_bw); loss off
   r_bw+=("$(ratio "$bw" "$tcp")"); r_lat+=("$(ratio "$lat" "$udp")"); r_loss+=("$(ratio "$lossy" "$bw")")
-  r_spin+=("$(ratio "$lat" "$spin")")
-  echo "round $r: ib_write_bw ${bw} MB/s, iperf3 ${tcp} MB/s; ib_write_lat ${lat} us, qperf udp_lat ${udp} us, sockperf spinning ${spin} us; with 3% loss ${lossy} MB/s" >&2
-  rows+=("$bw $tcp $lat $udp $lossy $spin")
+  r_spin+=("$(ratio "$lat" "$spin")"); r_send+=("$(ratio "$slat" "$spin")")
+  echo "round $r: ib_write_bw ${bw} MB/s, iperf3 ${tcp} MB/s; ib_write_lat ${lat} us, ib_send_lat ${slat} us, qperf udp_lat ${udp} us, sockperf spinning ${spin} us; with 3% loss ${lossy} MB/s" >&2
+  rows+=("$bw $tcp $lat $udp $lossy $spin $slat")
 done
 col() {  # the median of column $1 of the rounds
   local i=$1 row
   for row in "${rows[@]}"; do echo "$row" | awk -v i="$i" '{print $i}'; done | median
 }
 med() { printf '%s\n' "$@" | median; }
+met() { awk -v m="$1" -v op="$2" -v t="$3" 'BEGIN {print ((op == ">=") ? (m >= t) : (m <= t)) ? "yes" : "no"}'; }
 echo "| measure | softverbs | peer | ratio (median of rounds) | per round | target | met |"
 echo "|---|---|---|---|---|---|---|"
-m=$(med "${r_bw[@]}"); echo "| ib_write_bw -s 1M vs iperf3 TCP (MB/s) | $(col 1) | $(col 2) | $m | ${r_bw[*]} | >= 0.7 | $(awk -v m="$m" 'BEGIN {print (m >= 0.7) ? "yes" : "no"}') |"
-m=$(med "${r_lat[@]}"); echo "| ib_write_lat -s 8 vs qperf udp_lat (us, one way) | $(col 3) | $(col 4) | $m | ${r_lat[*]} | <= 1.5 | $(awk -v m="$m" 'BEGIN {print (m <= 1.5) ? "yes" : "no"}') |"
-m=$(med "${r_loss[@]}"); echo "| ib_write_bw -s 1M with 3% loss vs without (MB/s) | $(col 5) | $(col 1) | $m | ${r_loss[*]} | >= 0.5 | $(awk -v m="$m" 'BEGIN {print (m >= 0.5) ? "yes" : "no"}') |"
-# Not a target: qperf's sides sleep in recv() and pay a wake-up per message,
-# perftest's (and sockperf's here) spin; this row shows the gap to a kernel
-# ping-pong that spins too.
-m=$(med "${r_spin[@]}"); echo "| ib_write_lat -s 8 vs sockperf ping-pong, both sides spinning (us, one way, median) | $(col 3) | $(col 6) | $m | ${r_spin[*]} | (none) | - |"
+m=$(med "${r_bw[@]}"); echo "| ib_write_bw -s 1M vs iperf3 TCP (MB/s) | $(col 1) | $(col 2) | $m | ${r_bw[*]} | >= 1.0 | $(met "$m" ">=" 1.0) |"
+m=$(med "${r_spin[@]}"); echo "| ib_write_lat -s 8 vs sockperf ping-pong, both sides spinning (us, one way) | $(col 3) | $(col 6) | $m | ${r_spin[*]} | <= 1.5 | $(met "$m" "<=" 1.5) |"
+m=$(med "${r_send[@]}"); echo "| ib_send_lat -s 8 vs sockperf ping-pong, both sides spinning (us, one way) | $(col 7) | $(col 6) | $m | ${r_send[*]} | <= 1.5 | $(met "$m" "<=" 1.5) |"
+m=$(med "${r_loss[@]}"); echo "| ib_write_bw -s 1M with 3% loss vs without (MB/s) | $(col 5) | $(col 1) | $m | ${r_loss[*]} | >= 0.7 | $(met "$m" ">=" 0.7) |"
+# Not a target: qperf's sides sleep in recv() and pay a wake-up per message.
+m=$(med "${r_lat[@]}"); echo "| ib_write_lat -s 8 vs qperf udp_lat, sides sleeping in recv (us, one way) | $(col 3) | $(col 4) | $m | ${r_lat[*]} | (none) | - |"

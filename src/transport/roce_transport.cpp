@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -35,6 +36,15 @@
 namespace sv {
 namespace roce {
 
+// Application threads that drain the sockets (RoceTransport::progress) keep
+// the network thread away once they have done so for kSteadyDrainNs with no
+// gap longer than kDrainGapNs: a thread that polls its CQ for a whole
+// ping-pong (a SEND's receiver) does; one that polls briefly for an ACK and
+// then spins on memory that a WRITE will fill does not, and needs the
+// network thread to be woken by that WRITE (network_thread).
+constexpr uint64_t kDrainGapNs = 8'000;
+constexpr uint64_t kSteadyDrainNs = 40'000;
+
 // The process's RoCEv2 device: its UDP port and what reaches it (the wire),
 // the QPs it answers for, the engine between them, and the registry slot
 // its QP numbers carry (packets for other slots belong to other processes).
@@ -48,6 +58,13 @@ struct Nic {
   // Held by the thread draining the sockets: the network thread, or an
   // application thread polling an empty CQ (RoceTransport::progress).
   BriefSpinMutex rx_mu;
+  // When an application thread last drained the sockets itself
+  // (RoceTransport::progress, from a poll of an empty CQ): while it keeps
+  // doing so, the network thread stays out of its way (network_thread).
+  std::atomic<uint64_t> app_drained_ns{0};
+  // Since when application threads have drained with no gap longer than
+  // kDrainGapNs: the start of this spell of polling.
+  std::atomic<uint64_t> app_draining_since_ns{0};
 };
 
 namespace {
@@ -320,6 +337,10 @@ void drain(Nic& n, ReceiveSlots& slots, int budget, Readable readable = {}) {
   e.hand_over_answers();
 }
 
+// The network thread's first nap while an application thread drains the
+// sockets itself (network_thread).
+constexpr uint64_t kFirstNapNs = 5'000;
+
 void network_thread(Nic* nic) {
   pthread_setname_np(pthread_self(), "softverbs-net");
   // Woken by a packet, this thread must get a core now, though polling
@@ -328,6 +349,12 @@ void network_thread(Nic* nic) {
     SV_DEBUG("network thread: the kernel kept its default scheduler slice");
   Nic& n = *nic;
   Engine& e = n.engine;
+  // Its naps (below) start short: the kernel's default 50 us of timer
+  // slack would make them several times longer.
+  const uint64_t max_nap_ns = uint64_t{knobs().net_nap_us} * 1000;
+  if (max_nap_ns) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  uint64_t nap_ns = 0;  // napping: since when, and for how long
+  uint64_t nap_start_ns = 0;
   ReceiveSlots slots;
   uint64_t next_try_ns = 0;  // when a process without the RoCE port tries to bind it again
   for (;;) {
@@ -337,7 +364,32 @@ void network_thread(Nic* nic) {
     const bool owner = n.port.sock.owns_roce_port() || service;
     pollfd fds[4] = {{n.port.sock.fd4(), POLLIN, 0}, {n.port.sock.fd6(), POLLIN, 0},
                      {service ? service->fd() : n.port.fwd.fd(), POLLIN, 0}, {n.port.timer_fd, POLLIN, 0}};
-    if (poll(fds, 4, owner ? -1 : 1000) < 0 && errno != EINTR) return;
+    // An application thread that polls an empty CQ drains the sockets
+    // itself (RoceTransport::progress). Woken for the same packets, this
+    // thread would only take a core from it: the packet's sender wakes it
+    // on its own core, so on a busy machine the two processes' network
+    // threads end up taking turns on one core while the pollers wait on
+    // rx_mu (ib_send_lat between two namespaces: 3x slower). So while an
+    // application thread drains, this thread watches the timers only, in
+    // naps that double while the application goes on draining (up to
+    // net_nap_us); when it has stopped (its completion came, or it now
+    // spins on memory that a WRITE will fill), the thread watches the
+    // sockets again. A poller that leaves waits for it at most about as
+    // long as it had been polling.
+    const uint64_t now = monotonic_ns();
+    const uint64_t drained = n.app_drained_ns.load(std::memory_order_relaxed);
+    if (!max_nap_ns) {
+      nap_ns = 0;
+    } else if (nap_ns) {  // after a nap: did the application drain meanwhile?
+      nap_ns = drained >= nap_start_ns ? std::min(2 * nap_ns, max_nap_ns) : 0;
+    } else if (now - drained < kDrainGapNs &&
+               now - n.app_draining_since_ns.load(std::memory_order_relaxed) >= kSteadyDrainNs) {
+      nap_ns = kFirstNapNs;
+    }
+    nap_start_ns = now;
+    if (nap_ns) fds[0].fd = fds[1].fd = fds[2].fd = -1;
+    const timespec nap{0, static_cast<long>(nap_ns)}, second{1, 0};
+    if (ppoll(fds, 4, nap_ns ? &nap : owner ? nullptr : &second, nullptr) < 0 && errno != EINTR) return;
     // (Memory that cannot be had drops what was in hand, as a lost packet;
     // the thread goes on.)
     try {
@@ -447,6 +499,10 @@ void RoceTransport::progress() {
       sched_yield();
       return;
     }
+    const uint64_t now = monotonic_ns();
+    if (now - nic_.app_drained_ns.load(std::memory_order_relaxed) > roce::kDrainGapNs)
+      nic_.app_draining_since_ns.store(now, std::memory_order_relaxed);
+    nic_.app_drained_ns.store(now, std::memory_order_relaxed);
     try {
       thread_local roce::ReceiveSlots slots;
       roce::drain(nic_, slots, 64);

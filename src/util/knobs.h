@@ -30,6 +30,11 @@ struct Knobs {
   std::string device_name = "softverbs0";  // SOFTVERBS_DEVICE_NAME
   bool udp_offload = true;           // SOFTVERBS_UDP_OFFLOAD=0: RoCEv2 without UDP GSO/GRO
   unsigned net_slice_us = 100;       // SOFTVERBS_NET_SLICE_US: network thread's scheduler slice (0: kernel default)
+  // SOFTVERBS_NET_NAP_US: while an application thread polls the network
+  // itself (an empty CQ), the network thread stops watching the sockets,
+  // in naps that double up to this long (0: it always wakes for each
+  // packet). transport/roce_transport.cpp network_thread says why.
+  unsigned net_nap_us = 1000;
   bool ignore_memlock = false;       // SOFTVERBS_MEMLOCK=ignore: registrations not held to RLIMIT_MEMLOCK (core/pinned_pages.h)
   bool infiniband = false;           // SOFTVERBS_LINK_LAYER=infiniband: the port shows an IB link layer and LIDs (core/lid.h)
   bool use_host_service = true;      // SOFTVERBS_HOSTD=off (or 0): never use the host service (util/host_service_socket.h)
