@@ -504,8 +504,17 @@ void RoceTransport::progress() {
       nic_.app_draining_since_ns.store(now, std::memory_order_relaxed);
     nic_.app_drained_ns.store(now, std::memory_order_relaxed);
     try {
+      // One system call says which sockets hold anything: an application
+      // polling an empty CQ comes here over and over, and a receive on each
+      // empty socket would cost three.
+      shm::HostService* const service = nic_.port.service.load(std::memory_order_acquire);
+      pollfd fds[3] = {{nic_.port.sock.fd4(), POLLIN, 0}, {nic_.port.sock.fd6(), POLLIN, 0},
+                       {service ? service->fd() : nic_.port.fwd.fd(), POLLIN, 0}};
       thread_local roce::ReceiveSlots slots;
-      roce::drain(nic_, slots, 64);
+      if (poll(fds, 3, 0) > 0)
+        roce::drain(nic_, slots, 64,
+                    roce::Readable{(fds[0].revents & POLLIN) != 0, (fds[1].revents & POLLIN) != 0,
+                                   (fds[2].revents & (POLLIN | POLLHUP)) != 0});
     } catch (const std::bad_alloc&) {
       roce::out_of_memory();  // what was in hand is lost, as packets on a wire
     }
