@@ -48,6 +48,17 @@ inline const in6_addr& as_in6(const ibv_gid& g) { return *reinterpret_cast<const
 // holds 10); a GRO buffer whose packets are all for one other process now
 // goes whole (roce_forward.h), and 512 holds.
 inline constexpr uint32_t kWindowPackets = 512;
+// What all of an engine's requesters may have unacknowledged together, and
+// the least each may: a busy QP's window is this share of the busy ones,
+// within [kMinWindowPackets, kWindowPackets]. 256 QPs of one process each
+// with a full window had 131072 packets in flight into a 4 MiB socket
+// buffer: the receiver dropped most of them, every QP went back again at
+// once, and QPs ended with RETRY_EXC_ERR (bench/scale.sh, ib_write_bw -q 256
+// between two namespaces; e2e_roce_ib_write_bw_256qps). A NIC's link has no
+// such cliff. Shares of 1024 and 4096 packets in all gave 256 QPs 0.3x and
+// 0.7x the throughput of 8192; 16384 no more than 8192. 16 QPs keep 512 each.
+inline constexpr uint32_t kEngineWindowPackets = 8192;
+inline constexpr uint32_t kMinWindowPackets = 32;
 inline constexpr uint32_t kAckRequestEvery = 64;
 // Responder resources kept to answer a repeated atomic without executing it again.
 inline constexpr size_t kAtomicReplays = 16;
@@ -181,6 +192,14 @@ class Engine {
   BriefSpinMutex mu;
   BriefSpinMutex call_mu;
   std::unordered_map<uint32_t, Sender> senders;      // by local QPN
+  // Senders with unanswered messages (non-empty `out`): they share
+  // kEngineWindowPackets (window()). Kept by whoever fills or empties an `out`.
+  uint32_t busy_senders = 0;
+  // Packets one busy sender may have unacknowledged now.
+  uint32_t window() const {
+    const uint32_t share = kEngineWindowPackets / (busy_senders ? busy_senders : 1);
+    return share < kMinWindowPackets ? kMinWindowPackets : share > kWindowPackets ? kWindowPackets : share;
+  }
   std::unordered_map<uint32_t, Receiver> receivers;  // by local QPN
   std::vector<Answer> answers;                       // filled under mu, handed over without it
   // Hands each answer to its QP's SendAnswers, in the order they were

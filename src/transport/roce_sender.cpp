@@ -235,6 +235,7 @@ Response Engine::start_reliable(const Message& m) {
   }
   o.npsn = psns_of(o.req);
   o.req.first_psn = s.next_psn;
+  if (s.out.empty()) ++busy_senders;
   s.out.push_back(std::move(o));
   s.next_psn = psn_add(s.next_psn, s.out.back().npsn);
   if (s.out.size() == 1) {  // the timer starts with the first unanswered message
@@ -279,10 +280,12 @@ void Engine::send_packet(Sender& s, Outbound& o, uint32_t i, bool ack_req) {
 }
 
 // Sends what the window allows, oldest message first: READ and atomic
-// requests once each, SEND/WRITE packets while fewer than kWindowPackets
-// are unacknowledged.
+// requests once each, SEND/WRITE packets while fewer than window() are
+// unacknowledged. The last packet the window allows asks for an ACK: with
+// a small window (many busy QPs) it may come before the kAckRequestEvery-th.
 void Engine::pump(Sender& s) {
   if (s.rnr_resume_ns) return;  // waiting out an RNR NAK
+  const uint32_t window = this->window();
   uint32_t in_flight = 0;
   for (const Outbound& o : s.out) in_flight += o.in_flight();
   for (Outbound& o : s.out) {
@@ -296,11 +299,11 @@ void Engine::pump(Sender& s) {
       }
       continue;
     }
-    while (o.sent < o.npsn && in_flight < kWindowPackets) {
-      send_packet(s, o, o.sent++);
+    while (o.sent < o.npsn && in_flight < window) {
       ++in_flight;
+      send_packet(s, o, o.sent++, in_flight == window);
     }
-    if (in_flight >= kWindowPackets) return;
+    if (in_flight >= window) return;
   }
 }
 
@@ -324,6 +327,7 @@ void Engine::finish_front(Sender& s, Response r) {
   Outbound& o = s.out.front();
   answers.push_back(Answer{o.req.src_qpn, o.token, r});
   s.out.pop_front();
+  if (s.out.empty()) --busy_senders;
   s.rnr_left = rnr_retry_budget(s.params.rnr_retry);  // the next message has its own
   restart_timer(s, true);
 }

@@ -118,6 +118,7 @@ void after_fork_in_child() {
   e.armed_ns = 0;
   e.rearm = false;
   e.senders.clear();
+  e.busy_senders = 0;
   e.receivers.clear();
   e.counters.drop_in_child();
   e.answers.clear();
@@ -531,6 +532,7 @@ void RoceTransport::drop_sends(uint32_t qpn) {
   roce::Engine& e = nic_.engine;
   std::lock_guard g(e.mu);
   if (auto it = e.senders.find(qpn); it != e.senders.end()) {
+    if (!it->second.out.empty()) --e.busy_senders;
     it->second.out.clear();
     it->second.rnr_resume_ns = 0;
   }
@@ -556,6 +558,7 @@ void RoceTransport::forget_qp(uint32_t qpn, bool wait) {
   std::unique_lock<BriefSpinMutex> c;
   if (wait) c = std::unique_lock(e.call_mu);
   std::lock_guard g(e.mu);
+  if (auto it = e.senders.find(qpn); it != e.senders.end() && !it->second.out.empty()) --e.busy_senders;
   e.senders.erase(qpn);
   e.receivers.erase(qpn);
   e.counters.forget(qpn);

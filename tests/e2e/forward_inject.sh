@@ -63,11 +63,18 @@ echo "--- own domain: forwarding socket ${sock:-none}; nobody's send: $reach; ex
 [[ $reach == PermissionError ]] || { echo "FAIL: nobody could reach the forwarding socket ($reach)"; fail=1; }
 ((src == 0 && crc == 0)) || { echo "FAIL: the pair did not finish"; tail -n 3 "$out/server" "$out/client"; fail=1; }
 # 2. A named domain: abstract names; nobody's datagrams dropped.
+# The pair must outlive the injection and the counter's reading (a
+# counter dies with its process): it runs 5x the forged PSNs, seconds, as
+# a ping-pong that polls its CQ takes ~20 us per iteration. (With 20000
+# the test failed once beside the rxe interop test's qemu; the likeliest
+# cause: the pair, faster since the network thread stays out of a polling
+# application's way, had finished before the counter was read.)
 export SOFTVERBS_DOMAIN=fwd$$
-iters=20000
+forged=20000 iters=100000
 run_pair $iters
 ip netns exec "$b" "${as_nobody[@]}" env SOFTVERBS_DOMAIN=$SOFTVERBS_DOMAIN \
-  "$out/inject" $slot 10.97.0.1 10.97.0.2 "$qpn" "$psn" $iters || echo "(the injection reported a failure)"
+  "$out/inject" $slot 10.97.0.1 10.97.0.2 "$qpn" "$psn" $forged || echo "(the injection reported a failure)"
+kill -0 "$client" 2>/dev/null || echo "(the client was gone before its counters were read)"
 foreign=$(ip netns exec "$b" "$stat" 2>/dev/null | awk '/foreign_senders/ {for (i = 1; i < NF; i++) if ($i == "foreign_senders") s += $(i + 1)} END {print s + 0}')
 finish
 echo "--- named domain, as nobody: server exit $src, client exit $crc, foreign_senders $foreign"; tail -2 "$out/client"

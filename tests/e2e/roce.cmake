@@ -70,6 +70,10 @@ roce_netns_test(ib_write_bw_lost_naks --stats --drop-data 3 --drop-naks 100 perf
 roce_netns_test(rc_pingpong_3pairs --pairs 3 pingpong ibv_rc_pingpong -n 200 -c)
 roce_netns_test(ud_pingpong_2pairs --pairs 2 pingpong ibv_ud_pingpong -n 200 -c)
 roce_netns_test(ib_write_bw_2pairs --pairs 2 perftest ib_write_bw -n 100)
+# 256 QPs of one process share the engine's window (kEngineWindowPackets):
+# each with a full window of its own, the receiver's socket buffer dropped
+# most packets, and QPs ended with RETRY_EXC_ERR.
+roce_netns_test(ib_write_bw_256qps perftest ib_write_bw -q 256 -n 100)
 # SOFTVERBS_PCAP: each process writes what it sent and received (transport/roce_capture.h).
 roce_netns_test(rc_pingpong_self_pcap --self-pcap pingpong ibv_rc_pingpong -n 100 -c)
 roce_netns_test(ib_read_lat_self_pcap --self-pcap perftest ib_read_lat -n 50)

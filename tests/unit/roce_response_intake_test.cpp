@@ -31,6 +31,7 @@ struct OneSendInFlight : ::testing::Test {
     o.req.first_psn = kPsn;
     o.npsn = o.sent = o.high = 1;
     s.out.push_back(o);
+    ++e.busy_senders;
     s.next_psn = kPsn + 1;
     s.rtt_psn = kPsn;
     s.rtt_sent_ns = net.now_ns() - 1'000'000;
