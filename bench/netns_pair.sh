@@ -6,7 +6,8 @@
 # SUBNET.2. Sets a, b (the namespaces), ip_a, ip_b, and ga, gb (the GID
 # index of each address, for perftest's -x; run after LD_LIBRARY_PATH names
 # our libraries). Both namespaces go at exit; a script that needs more done
-# then sets netns_pair_at_exit to a command, run first.
+# then sets netns_pair_at_exit to a command, run first. Also `median`, for
+# the rounds of the scripts that source it.
 netns_pair_at_exit=:
 netns_pair() {
   local subnet=$1 mtu=${2:-1500} tag=$$
@@ -27,3 +28,5 @@ netns_pair() {
 netns_gid_of() {
   ip netns exec "$1" ibv_devinfo -v | sed -nE "s/^[[:space:]]*GID\[ *([0-9]+)\]:[[:space:]]+::ffff:${2//./\\.},.*/\1/p" | head -1
 }
+# The median of the numbers on stdin, one per line.
+median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }

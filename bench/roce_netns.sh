@@ -69,7 +69,6 @@ NFT
   done
 }
 
-median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 ratio() { awk -v x="$1" -v y="$2" 'BEGIN {if (y > 0) printf "%.2f", x / y; else print "nan"}'; }
 declare -a r_bw r_lat r_loss r_spin r_send
 for r in $(seq "$rounds"); do

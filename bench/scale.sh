@@ -52,7 +52,6 @@ figure() {
       gb = bw * '"$secs"' / 1000; printf "%.1f %.2f %.2f\n", bw, rate, (gb > 0) ? cpu / gb : 0 }'
 }
 
-median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 cases=(
   "shm|1|64|-s 64 -q 1"
   "shm|1|64|-s 64 -q 16"

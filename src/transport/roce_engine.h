@@ -9,6 +9,7 @@
 // table below). Nothing is called back into a QP while mu is held.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -193,12 +194,18 @@ class Engine {
   BriefSpinMutex call_mu;
   std::unordered_map<uint32_t, Sender> senders;      // by local QPN
   // Senders with unanswered messages (non-empty `out`): they share
-  // kEngineWindowPackets (window()). Kept by whoever fills or empties an `out`.
+  // kEngineWindowPackets (window()). Kept where an `out` fills
+  // (start_reliable) or empties (finish_front, drop_outbound).
   uint32_t busy_senders = 0;
   // Packets one busy sender may have unacknowledged now.
   uint32_t window() const {
-    const uint32_t share = kEngineWindowPackets / (busy_senders ? busy_senders : 1);
-    return share < kMinWindowPackets ? kMinWindowPackets : share > kWindowPackets ? kWindowPackets : share;
+    return std::clamp(kEngineWindowPackets / std::max(busy_senders, 1u), kMinWindowPackets, kWindowPackets);
+  }
+  // Drops every message of `s` still waiting for its answer (its QP was
+  // flushed, or is going). Under mu.
+  void drop_outbound(Sender& s) {
+    if (!s.out.empty()) --busy_senders;
+    s.out.clear();
   }
   std::unordered_map<uint32_t, Receiver> receivers;  // by local QPN
   std::vector<Answer> answers;                       // filled under mu, handed over without it

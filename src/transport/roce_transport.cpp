@@ -283,6 +283,21 @@ struct Readable {
   bool v4 = true, v6 = true, forwarded = true;
 };
 
+// The receiving sockets as poll() takes them: IPv4, IPv6, and the host
+// service's connection or else the forwarding socket.
+void receiving_fds(const Nic& n, pollfd fds[3]) {
+  shm::HostService* const service = n.port.service.load(std::memory_order_acquire);
+  fds[0] = {n.port.sock.fd4(), POLLIN, 0};
+  fds[1] = {n.port.sock.fd6(), POLLIN, 0};
+  fds[2] = {service ? service->fd() : n.port.fwd.fd(), POLLIN, 0};
+}
+
+// Which of them poll() found holding something.
+Readable readable_of(const pollfd fds[3]) {
+  return Readable{(fds[0].revents & POLLIN) != 0, (fds[1].revents & POLLIN) != 0,
+                  (fds[2].revents & (POLLIN | POLLHUP)) != 0};
+}
+
 // Receives and handles what waits on the sockets, at most `budget`
 // datagrams per socket. Caller holds n.rx_mu.
 void drain(Nic& n, ReceiveSlots& slots, int budget, Readable readable = {}) {
@@ -354,8 +369,8 @@ void network_thread(Nic* nic) {
   // slack would make them several times longer.
   const uint64_t max_nap_ns = uint64_t{knobs().net_nap_us} * 1000;
   if (max_nap_ns) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  uint64_t nap_ns = 0;  // napping: since when, and for how long
-  uint64_t nap_start_ns = 0;
+  uint64_t nap_ns = 0;        // this nap's length (0: watching the sockets)
+  uint64_t nap_start_ns = 0;  // when it began
   ReceiveSlots slots;
   uint64_t next_try_ns = 0;  // when a process without the RoCE port tries to bind it again
   for (;;) {
@@ -363,8 +378,9 @@ void network_thread(Nic* nic) {
     // every second: its owner may be gone.
     shm::HostService* const service = n.port.service.load(std::memory_order_acquire);
     const bool owner = n.port.sock.owns_roce_port() || service;
-    pollfd fds[4] = {{n.port.sock.fd4(), POLLIN, 0}, {n.port.sock.fd6(), POLLIN, 0},
-                     {service ? service->fd() : n.port.fwd.fd(), POLLIN, 0}, {n.port.timer_fd, POLLIN, 0}};
+    pollfd fds[4];
+    receiving_fds(n, fds);
+    fds[3] = {n.port.timer_fd, POLLIN, 0};
     // An application thread that polls an empty CQ drains the sockets
     // itself (RoceTransport::progress). Woken for the same packets, this
     // thread would only take a core from it: the packet's sender wakes it
@@ -408,9 +424,7 @@ void network_thread(Nic* nic) {
       }
       if ((fds[0].revents | fds[1].revents | fds[2].revents) & (POLLIN | POLLHUP)) {
         std::lock_guard rx(n.rx_mu);
-        drain(n, slots, 256,  // bounded, so timers get their turn
-              Readable{(fds[0].revents & POLLIN) != 0, (fds[1].revents & POLLIN) != 0,
-                       (fds[2].revents & (POLLIN | POLLHUP)) != 0});
+        drain(n, slots, 256, readable_of(fds));  // bounded, so timers get their turn
       }
       {
         EngineLock g(e);
@@ -508,14 +522,10 @@ void RoceTransport::progress() {
       // One system call says which sockets hold anything: an application
       // polling an empty CQ comes here over and over, and a receive on each
       // empty socket would cost three.
-      shm::HostService* const service = nic_.port.service.load(std::memory_order_acquire);
-      pollfd fds[3] = {{nic_.port.sock.fd4(), POLLIN, 0}, {nic_.port.sock.fd6(), POLLIN, 0},
-                       {service ? service->fd() : nic_.port.fwd.fd(), POLLIN, 0}};
+      pollfd fds[3];
+      roce::receiving_fds(nic_, fds);
       thread_local roce::ReceiveSlots slots;
-      if (poll(fds, 3, 0) > 0)
-        roce::drain(nic_, slots, 64,
-                    roce::Readable{(fds[0].revents & POLLIN) != 0, (fds[1].revents & POLLIN) != 0,
-                                   (fds[2].revents & (POLLIN | POLLHUP)) != 0});
+      if (poll(fds, 3, 0) > 0) roce::drain(nic_, slots, 64, roce::readable_of(fds));
     } catch (const std::bad_alloc&) {
       roce::out_of_memory();  // what was in hand is lost, as packets on a wire
     }
@@ -532,8 +542,7 @@ void RoceTransport::drop_sends(uint32_t qpn) {
   roce::Engine& e = nic_.engine;
   std::lock_guard g(e.mu);
   if (auto it = e.senders.find(qpn); it != e.senders.end()) {
-    if (!it->second.out.empty()) --e.busy_senders;
-    it->second.out.clear();
+    e.drop_outbound(it->second);
     it->second.rnr_resume_ns = 0;
   }
 }
@@ -558,8 +567,10 @@ void RoceTransport::forget_qp(uint32_t qpn, bool wait) {
   std::unique_lock<BriefSpinMutex> c;
   if (wait) c = std::unique_lock(e.call_mu);
   std::lock_guard g(e.mu);
-  if (auto it = e.senders.find(qpn); it != e.senders.end() && !it->second.out.empty()) --e.busy_senders;
-  e.senders.erase(qpn);
+  if (auto it = e.senders.find(qpn); it != e.senders.end()) {
+    e.drop_outbound(it->second);
+    e.senders.erase(it);
+  }
   e.receivers.erase(qpn);
   e.counters.forget(qpn);
 }
