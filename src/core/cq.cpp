@@ -8,6 +8,7 @@
 #include "core/context.h"
 #include "core/limits.h"
 #include "core/qp.h"
+#include "core/recv_queue.h"
 #include "core/transport.h"
 #include "shm/registry.h"
 #include "shm/shared_lock.h"
@@ -203,6 +204,27 @@ bool purged(Cq* cq, uint32_t qpn, bool shared, uint64_t pos) {
   return hit;
 }
 
+// The receive queue QP `qpn` of this process takes its WQEs from, or nullptr.
+shm::RecvQueueShared* own_receive_queue(Cq* cq, uint32_t qpn) {
+  shm::Host& host = *cq->ctx->host;
+  if (shm::qpn_slot(qpn) != host.slot()) return nullptr;
+  shm::Arena& arena = host.arena();
+  const shm::QpSlotEntry& e = arena.qp_table()[shm::qpn_index(qpn)];
+  if (e.qpn.load(std::memory_order_acquire) != qpn) return nullptr;
+  const auto* t = arena.at<shm::QpShared>(e.shared_off.load(std::memory_order_acquire));
+  const uint64_t off = t->srq_off ? t->srq_off : t->rq_off;
+  return off ? arena.at<shm::RecvQueueShared>(off) : nullptr;
+}
+
+// A peer's receive completion: its WQE is gone from the queue.
+void note_receive(Cq* cq, const shm::CqeFields& c) {
+  if (c.qp_num != cq->rq_qpn || !cq->rq) {
+    cq->rq = own_receive_queue(cq, c.qp_num);
+    cq->rq_qpn = c.qp_num;
+  }
+  if (cq->rq) note_receive_taken(cq->rq, c.rq_pos);
+}
+
 template <class Use>
 inline bool take_oldest(Cq* cq, Use&& use) {
   for (;;) {
@@ -214,7 +236,10 @@ inline bool take_oldest(Cq* cq, Use&& use) {
     // entry is the older one.
     if (shared_ready && !(l && l->shared_tail <= cq->head)) {
       const bool drop = !cq->purges.empty() && purged(cq, s.f.qp_num, true, cq->head);
-      if (!drop) use(s.f);
+      if (!drop) {
+        if (s.f.rq_pos) note_receive(cq, s.f);
+        use(s.f);
+      }
       ++cq->head;
       cq->shared->head.store(cq->head, std::memory_order_release);
       if (drop) continue;
@@ -235,6 +260,8 @@ inline bool take_oldest(Cq* cq, Use&& use) {
 
 void forget_qp_completions(Cq* cq, uint32_t qpn, bool with_stragglers) {
   std::lock_guard g(cq->poll_mu);
+  cq->rq = nullptr;
+  cq->rq_qpn = 0;
   cq->purges.push_back(Cq::Purge{qpn, shared_tail(cq->shared), cq->local_tail.load(std::memory_order_acquire),
                                  with_stragglers ? monotonic_ns() + 2'000'000'000ull : 0});
 }

@@ -79,6 +79,14 @@ struct Cq : ibv_cq_ex {
     uint64_t until_ns;                     // and stragglers until then
   };
   std::vector<Purge> purges;
+
+  // The receive queue of the QP whose receive completion was polled last
+  // (the QP's own or its SRQ), found through the arena's QP table: polling
+  // raises its `seen` from each completion (CqeFields::rq_pos). Under
+  // poll_mu; forget_qp_completions clears it, so a destroyed QP's queue is
+  // never touched.
+  uint32_t rq_qpn = 0;
+  shm::RecvQueueShared* rq = nullptr;
 };
 
 Cq* create_cq(Context* ctx, int cqe, void* cq_context, Channel* chan, int comp_vector, uint64_t wc_flags);

@@ -83,6 +83,13 @@ int RecvQueue::post(ibv_recv_wr* wr, ibv_recv_wr** bad) {
       break;
     }
     if (tail - cached_head_ >= shared_->capacity) {
+      // What polling learnt first: reading head would take its line from
+      // the peer that is claiming WQEs, every post when the application
+      // keeps the ring full (perftest's ib_send_bw does).
+      const uint64_t seen = shared_->seen.load(std::memory_order_acquire);
+      if (seen > cached_head_ && seen <= tail) cached_head_ = seen;
+    }
+    if (tail - cached_head_ >= shared_->capacity) {
       cached_head_ = shared_->head.load(std::memory_order_acquire);
       if (tail - cached_head_ >= shared_->capacity) {
         rc = ENOMEM;
@@ -107,6 +114,18 @@ int RecvQueue::post(ibv_recv_wr* wr, ibv_recv_wr** bad) {
 void RecvQueue::discard_all() {
   std::lock_guard g(post_mu_);
   shared_->head.store(shared_->tail.load(std::memory_order_acquire), std::memory_order_release);
+}
+
+void note_receive_taken(shm::RecvQueueShared* q, uint32_t rq_pos) {
+  // rq_pos holds the low 32 bits of position + 1. The position is near
+  // tail: at most a ring behind it, or just ahead when this thread has not
+  // seen the poster's newest tail yet.
+  const uint64_t tail = q->tail.load(std::memory_order_acquire);
+  const uint64_t taken = tail + static_cast<int32_t>(rq_pos - static_cast<uint32_t>(tail));
+  uint64_t seen = q->seen.load(std::memory_order_relaxed);
+  while (taken > seen && !q->seen.compare_exchange_weak(seen, taken, std::memory_order_release,
+                                                        std::memory_order_relaxed)) {
+  }
 }
 
 shm::RecvQueueShared* peer_recv_queue(const shm::Peer& owner, uint64_t off) {
@@ -149,6 +168,7 @@ bool take_recv_wqe(const shm::Peer& owner, shm::RecvQueueShared* q, RecvWqeCopy*
       ahead->owner_incarnation == owner.incarnation && head - ahead->first < ahead->count) {
     const RecvAhead::Entry& e = ahead->entries[head - ahead->first];
     if (q->head.compare_exchange_strong(head, head + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+      out->pos = head;
       out->wr_id = e.wr_id;
       out->num_sge = e.num_sge;
       std::copy_n(e.sge, e.num_sge, out->sge);
@@ -165,6 +185,7 @@ bool take_recv_wqe(const shm::Peer& owner, shm::RecvQueueShared* q, RecvWqeCopy*
     // Claim it. On failure another consumer took it first: head now says
     // where to look next.
     if (q->head.compare_exchange_weak(head, head + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+      out->pos = head;
       if (ahead) read_ahead(owner, q, head, ahead);
       return true;
     }

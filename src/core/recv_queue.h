@@ -22,6 +22,7 @@ struct RecvWqeCopy {
   uint32_t num_sge;
   uint32_t reserved;  // mirrors shm::RecvWqe, which is copied in one block
   ibv_sge sge[limits::kMaxSge];
+  uint64_t pos;  // the ring position it was taken from
 };
 
 class RecvQueue {
@@ -47,7 +48,10 @@ class RecvQueue {
   uint64_t shared_off_ = 0;
   shm::RecvQueueShared* shared_ = nullptr;
   uint8_t* ring_ = nullptr;
-  uint64_t cached_head_ = 0;  // consumers' head as last read: re-read only when the ring looks full
+  // A position head is known to have passed: head as last read, or what
+  // polled completions said (RecvQueueShared::seen). Head is read only when
+  // neither leaves room.
+  uint64_t cached_head_ = 0;
   SpinLock post_mu_;
 };
 
@@ -78,6 +82,10 @@ struct RecvAhead {
 // Takes the oldest WQE of the queue at `q` in `owner`'s arena. False if empty.
 // `ahead` (optional) is the caller's read-ahead of this queue.
 bool take_recv_wqe(const shm::Peer& owner, shm::RecvQueueShared* q, RecvWqeCopy* out, RecvAhead* ahead = nullptr);
+
+// The owner's poller saw the completion of a receive a peer took from `q`:
+// `rq_pos` is CqeFields::rq_pos. Raises q->seen to that position.
+void note_receive_taken(shm::RecvQueueShared* q, uint32_t rq_pos);
 
 // The receive queue of `owner` at arena offset `off`, or nullptr if implausible.
 shm::RecvQueueShared* peer_recv_queue(const shm::Peer& owner, uint64_t off);

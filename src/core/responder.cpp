@@ -142,9 +142,12 @@ void check_srq_limit(shm::PeerTable& peers, const shm::Peer& owner, shm::RecvQue
     raise_async(peers, owner, q->ctx_index, IBV_EVENT_SRQ_LIMIT_REACHED, shm::kAsyncSrq, q->srqn);
 }
 
-shm::CqeFields receive_cqe(const shm::QpShared& t, const Message& m, const RecvWqeCopy& w) {
+shm::CqeFields receive_cqe(const shm::QpShared& t, const Rx& rx, const Message& m, const RecvWqeCopy& w) {
   shm::CqeFields c{};
   c.wr_id = w.wr_id;
+  // Tells the owner's poller the WQE is gone (the QP's own queue only: an
+  // XRC SRQ is found through the message, not the QP).
+  if (!rx.xrc_srq) c.rq_pos = static_cast<uint32_t>(w.pos + 1);
   c.status = IBV_WC_SUCCESS;
   c.qp_num = t.qpn;
   c.src_qp = m.src_qpn;
@@ -182,7 +185,7 @@ Response respond_send(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShar
     if (is_reliable(m.qp_type)) return Response{Outcome::kRnr, static_cast<uint8_t>(t.min_rnr_timer)};
     return Response{Outcome::kDropped, 0};
   }
-  shm::CqeFields c = receive_cqe(t, m, w);
+  shm::CqeFields c = receive_cqe(t, rx, m, w);
   // The receive buffers belong to the queue's PD (an SRQ's may differ from the QP's).
   Scatter s(*rx.mem, q->pd, w);
   bool ok = true;
@@ -247,7 +250,7 @@ Response respond_write(shm::PeerTable& peers, const shm::Peer& owner, shm::QpSha
   }
   if (!ok) return refuse_write(peers, owner, t, m);
   if (with_imm) {
-    shm::CqeFields c = receive_cqe(t, m, w);
+    shm::CqeFields c = receive_cqe(t, rx, m, w);
     c.byte_len = static_cast<uint32_t>(m.length);
     complete_receive(peers, rx, c);
     check_srq_limit(peers, *rx.mem, q);

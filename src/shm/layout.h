@@ -283,8 +283,8 @@ enum CqFlags : uint32_t { kCqTimestamps = 1 };  // producers stamp completions (
 // What a completion says (everything ibv_wc and ibv_cq_ex can report).
 struct CqeFields {
   uint64_t wr_id;
-  uint32_t status;  // ibv_wc_status
-  uint32_t opcode;  // ibv_wc_opcode
+  uint16_t status;  // ibv_wc_status
+  uint16_t opcode;  // ibv_wc_opcode
   uint32_t vendor_err;
   uint32_t byte_len;
   uint32_t imm_or_inv;  // imm_data (network order) or invalidated rkey
@@ -297,6 +297,12 @@ struct CqeFields {
   uint8_t dlid_path_bits;
   uint8_t solicited;
   uint8_t flow_tagged;  // a raw receive steered by a tagged flow: imm_or_inv is the tag
+  // A receive a peer delivered: the low 32 bits of the ring position + 1 of
+  // the WQE it took from the QP's own receive queue or SRQ, 0 otherwise.
+  // The owner's poller learns from it which WQEs are gone (RecvQueueShared
+  // ::seen), as mlx5 learns it from its CQEs, and posting does not have to
+  // read head, the line the peer's CAS keeps (core/recv_queue.h).
+  uint32_t rq_pos;
   uint64_t ts_ns;  // CLOCK_MONOTONIC at completion
 };
 static_assert(sizeof(CqeFields) == 56);
@@ -368,6 +374,10 @@ struct alignas(64) RecvQueueShared {
   alignas(64) std::atomic<uint64_t> head;  // consumers: CAS
 
   alignas(64) std::atomic<uint64_t> tail;  // owner; read only to count what is queued
+  // Owner only: a position head is known to have passed, learnt from
+  // polled receive completions (CqeFields::rq_pos). Posting into a ring
+  // that looks full checks it before it reads head.
+  std::atomic<uint64_t> seen;
 
   alignas(64) std::atomic<uint32_t> limit;  // SRQ limit, 0 = not armed
   std::atomic<uint32_t> error;              // SRQ in error (CQ overrun etc.)

@@ -536,6 +536,72 @@ TEST_P(PerType, PostRecvErrors) {
   EXPECT_EQ(ibv_post_recv(p.b, &wr, &bad), 0);
 }
 
+// A receive queue the application keeps exactly full, as perftest's
+// ib_send_bw does: each completion polled makes room for one WQE, and only
+// one. Posting learns what was taken from polled completions (rq_pos) and
+// must neither refuse the room a completion made nor overwrite a WQE no
+// message took yet: every message lands in the buffer of the WQE posted
+// for it, in order, round after round of the ring.
+TEST_P(PerType, ReceiveRingKeptFullTakesEachWqeOnce) {
+  const ibv_qp_type t = GetParam();
+  Device dev;
+  QpPair p(dev, t, 4);
+  const uint32_t depth = cap_of(p.b).max_recv_wr;
+  const uint32_t g = grh_of(t), slot = 64 + g;
+  Buffer src(dev.pd, 64), dst(dev.pd, size_t{depth} * slot);
+  for (uint32_t i = 0; i < depth; ++i) ASSERT_EQ(post_recv(p.b, i, dst.sge(size_t{i} * slot, slot)), 0);
+  ibv_sge extra_sge = dst.sge(0, slot);
+  for (uint32_t i = 0; i < 5 * depth + 3; ++i) {
+    SCOPED_TRACE(i);
+    fill_pattern(src.bytes.data(), 64, i);
+    ibv_sge ss = src.sge(0, 64);
+    ASSERT_EQ(send_a_to_b(p, i, &ss, 1), 0);
+    ASSERT_EQ(wait_wc(p.cq_a, 1).size(), 1u);
+    auto r = wait_wc(p.cq_b, 1);
+    ASSERT_EQ(r.size(), 1u);
+    ASSERT_EQ(r[0].status, IBV_WC_SUCCESS);
+    ASSERT_EQ(r[0].wr_id, i) << "receive WQEs are taken in the order posted";
+    ASSERT_TRUE(has_pattern(dst.bytes.data() + size_t{i % depth} * slot + g, 64, i));
+    // The ring is full again after one post: a second one is refused.
+    ASSERT_EQ(post_recv(p.b, i + depth, dst.sge(size_t{i % depth} * slot, slot)), 0);
+    ibv_recv_wr* bad = nullptr;
+    ASSERT_EQ(post_recv(p.b, 999, &extra_sge, 1, &bad), ENOMEM);
+  }
+}
+
+// The same through an SRQ that two QPs (their own CQs) deliver to in turn.
+TEST(Srq, KeptFullTakesEachWqeOnceFromTwoQps) {
+  Device dev;
+  ibv_srq_init_attr ia{};
+  ia.attr.max_wr = 4;
+  ia.attr.max_sge = 1;
+  ibv_srq* srq = ibv_create_srq(dev.pd, &ia);
+  ASSERT_NE(srq, nullptr);
+  {
+    const uint32_t depth = ia.attr.max_wr;
+    QpPair p1(dev, IBV_QPT_RC, 8, srq), p2(dev, IBV_QPT_RC, 8, srq);
+    QpPair* pairs[] = {&p1, &p2};
+    Buffer src(dev.pd, 64), dst(dev.pd, size_t{depth} * 64);
+    for (uint32_t i = 0; i < depth; ++i) ASSERT_EQ(post_srq_recv(srq, i, dst.sge(size_t{i} * 64, 64)), 0);
+    for (uint32_t i = 0; i < 5 * depth + 1; ++i) {
+      SCOPED_TRACE(i);
+      QpPair& p = *pairs[i % 2];
+      fill_pattern(src.bytes.data(), 64, i);
+      ibv_sge ss = src.sge(0, 64);
+      ASSERT_EQ(send_a_to_b(p, i, &ss, 1), 0);
+      ASSERT_EQ(wait_wc(p.cq_a, 1).size(), 1u);
+      auto r = wait_wc(p.cq_b, 1);
+      ASSERT_EQ(r.size(), 1u);
+      ASSERT_EQ(r[0].status, IBV_WC_SUCCESS);
+      ASSERT_EQ(r[0].wr_id, i);
+      ASSERT_TRUE(has_pattern(dst.bytes.data() + size_t{i % depth} * 64, 64, i));
+      ASSERT_EQ(post_srq_recv(srq, i + depth, dst.sge(size_t{i % depth} * 64, 64)), 0);
+      ASSERT_EQ(post_srq_recv(srq, 999, dst.sge(0, 64)), ENOMEM);
+    }
+  }
+  EXPECT_EQ(ibv_destroy_srq(srq), 0);
+}
+
 // ================================================================ error completions (RC)
 
 TEST(RcErrors, BadLkeyFlushesTheQp) {
