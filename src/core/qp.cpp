@@ -628,6 +628,12 @@ int post_send(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       break;
     }
     uint64_t pos = qp->sq_tail;
+    Response answer{};
+    const DirectRun direct = execute_direct(qp, pos, wr, &answer);
+    if (direct == DirectRun::kDone) {
+      qp->sq_tail = pos + 1;
+      continue;
+    }
     SendWqe& w = qp->slot(pos);
     w.wr_id = wr->wr_id;
     w.opcode = wr->opcode;
@@ -693,6 +699,7 @@ int post_send(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       d.qkey = (wr->wr.ud.remote_qkey & 0x80000000u) ? qp->attr.qkey : wr->wr.ud.remote_qkey;
     }
     qp->sq_tail = pos + 1;
+    if (direct == DirectRun::kAnswered) answer_direct(qp, pos, answer);
   }
   if (rc) *bad = wr;
   run_send_queue_locked(qp);

@@ -46,15 +46,17 @@ bool writes_local_memory(ibv_wr_opcode op) {
 }
 
 // Generates the completion of the WQE at `pos` (successful unsignaled WQEs
-// generate none) and moves on.
-void complete(Qp* qp, uint64_t pos, ibv_wc_status status) {
-  SendWqe& w = qp->slot(pos);
-  if (status != IBV_WC_SUCCESS || w.signaled) {
+// generate none) and moves on. The WQE's fields come as arguments: a work
+// request run straight from ibv_post_send (execute_direct) has no copy in
+// the send queue.
+void complete_wqe(Qp* qp, uint64_t pos, uint64_t wr_id, ibv_wr_opcode opcode, uint64_t length, bool signaled,
+                  ibv_wc_status status) {
+  if (status != IBV_WC_SUCCESS || signaled) {
     shm::CqeFields c{};
-    c.wr_id = w.wr_id;
+    c.wr_id = wr_id;
     c.status = status;
-    c.opcode = wc_opcode_of(w.opcode);
-    c.byte_len = static_cast<uint32_t>(w.length);
+    c.opcode = wc_opcode_of(opcode);
+    c.byte_len = static_cast<uint32_t>(length);
     c.qp_num = qp->qp_base.qp_num;
     c.vendor_err = status == IBV_WC_SUCCESS ? 0 : 0x100 + status;
     push_local(qp->scq, c, qp, pos);
@@ -63,6 +65,11 @@ void complete(Qp* qp, uint64_t pos, ibv_wc_status status) {
   qp->resume_at_ns = 0;
   qp->retry_left = retry_budget(qp->attr.retry_cnt);
   qp->rnr_left = rnr_retry_budget(qp->attr.rnr_retry);
+}
+
+void complete(Qp* qp, uint64_t pos, ibv_wc_status status) {
+  const SendWqe& w = qp->slot(pos);
+  complete_wqe(qp, pos, w.wr_id, w.opcode, w.length, w.signaled, status);
 }
 
 // A send error ends the WQE with `status`. RC QPs move to ERR; UC and UD
@@ -89,6 +96,25 @@ struct OdpWriteBack {
   uint32_t count = 0;
 };
 
+// One SGE's memory, its lkey checked; see gather().
+bool local_piece(Qp* qp, const ibv_sge& sg, unsigned need, bool pinned, Piece* piece, bool* odp) {
+  MrView v;
+  if (!read_mr(qp->ctx->host->arena().mr_table(), sg.lkey, &v) || v.pd != qp->pd_obj->id ||
+      (v.access & need) != need || !v.covers(sg.addr, sg.length) || v.mw)  // a window's rkey is no lkey
+    return false;
+  if (__builtin_expect(v.path == shm::kMrOdp, 0)) {
+    *odp = true;
+    return true;
+  }
+  uint8_t* at = reinterpret_cast<uint8_t*>(v.owner_vaddr(sg.addr));
+  if (pinned) {  // (overlay_at: null unless the MR is overlaid)
+    const shm::Arena& arena = qp->ctx->host->arena();
+    if (uint8_t* p = v.overlay_at(arena.base(), arena.size(), sg.addr, sg.length)) at = p;
+  }
+  *piece = Piece{at, sg.length};
+  return true;
+}
+
 // Collects the local memory of the WQE's SGEs, checking each lkey. Sets
 // *odp and stops at the first on-demand MR: gather_odp() takes over.
 // `pinned`: pieces of overlaid MRs are given in this process's mapping of
@@ -104,25 +130,13 @@ bool gather(Qp* qp, uint64_t pos, Piece* pieces, uint32_t* count, bool* odp, boo
     if (w.length) pieces[(*count)++] = Piece{qp->inline_buf(pos), static_cast<uint32_t>(w.length)};
     return true;
   }
-  const shm::MrEntry* table = qp->ctx->host->arena().mr_table();
-  unsigned need = writes_local_memory(w.opcode) ? IBV_ACCESS_LOCAL_WRITE : 0;
-  ibv_sge* sg = qp->sges(pos);
+  const unsigned need = writes_local_memory(w.opcode) ? IBV_ACCESS_LOCAL_WRITE : 0;
+  const ibv_sge* sg = qp->sges(pos);
   for (uint32_t i = 0; i < w.num_sge; ++i) {
     if (sg[i].length == 0) continue;
-    MrView v;
-    if (!read_mr(table, sg[i].lkey, &v) || v.pd != qp->pd_obj->id || (v.access & need) != need ||
-        !v.covers(sg[i].addr, sg[i].length) || v.mw)  // a window's rkey is no lkey
-      return false;
-    if (__builtin_expect(v.path == shm::kMrOdp, 0)) {
-      *odp = true;
-      return true;
-    }
-    uint8_t* at = reinterpret_cast<uint8_t*>(v.owner_vaddr(sg[i].addr));
-    if (pinned) {  // (overlay_at: null unless the MR is overlaid)
-      const shm::Arena& arena = qp->ctx->host->arena();
-      if (uint8_t* p = v.overlay_at(arena.base(), arena.size(), sg[i].addr, sg[i].length)) at = p;
-    }
-    pieces[(*count)++] = Piece{at, sg[i].length};
+    if (!local_piece(qp, sg[i], need, pinned, &pieces[*count], odp)) return false;
+    if (__builtin_expect(*odp, 0)) return true;
+    ++*count;
   }
   return true;
 }
@@ -393,6 +407,73 @@ bool pipeline_next(Qp* qp) {
 }
 
 }  // namespace
+
+DirectRun execute_direct(Qp* qp, uint64_t pos, const ibv_send_wr* wr, Response* answer) {
+  if (qp->sq_exec != pos || qp->resume_at_ns || qp->state() != IBV_QPS_RTS) return DirectRun::kNotTaken;
+  if (qp->type != IBV_QPT_RC && qp->type != IBV_QPT_UC) return DirectRun::kNotTaken;
+  const ibv_wr_opcode op = wr->opcode;
+  if (op != IBV_WR_SEND && op != IBV_WR_SEND_WITH_IMM && op != IBV_WR_RDMA_WRITE && op != IBV_WR_RDMA_WRITE_WITH_IMM)
+    return DirectRun::kNotTaken;
+  Transport* t = qp->peer.route;
+  if (!t || t->answers_later()) return DirectRun::kNotTaken;
+  // The payload, from the work request: inline data straight from the
+  // application's buffers (they are read before ibv_post_send returns, as
+  // inline data must be), registered memory with its lkey checked. Anything
+  // unusual goes the long way, which gives its error.
+  Piece pieces[limits::kMaxSge];
+  uint32_t n = 0;
+  uint64_t length = 0;
+  const bool inlined = wr->send_flags & IBV_SEND_INLINE;
+  for (int i = 0; i < wr->num_sge; ++i) {
+    const ibv_sge& sg = wr->sg_list[i];
+    if (sg.length == 0) continue;
+    length += sg.length;
+    if (inlined) {
+      pieces[n++] = Piece{reinterpret_cast<uint8_t*>(sg.addr), sg.length};
+      continue;
+    }
+    bool odp = false;
+    if (!local_piece(qp, sg, 0, false, &pieces[n], &odp) || odp) return DirectRun::kNotTaken;
+    ++n;
+  }
+  if (length > limits::kMtuBytes || (inlined && length > qp->cap.max_inline_data)) return DirectRun::kNotTaken;
+  Message m;
+  m.qp_type = qp->type;
+  m.opcode = op;
+  m.src_qpn = qp->qp_base.qp_num;
+  m.dst_qpn = qp->peer.qpn;
+  m.qkey = qp->peer.qkey;
+  m.imm = wr->imm_data;
+  m.xrc_srqn = 0;
+  m.solicited = wr->send_flags & IBV_SEND_SOLICITED;
+  m.block_self_mcast = qp->block_self_mcast;
+  m.dst = &qp->peer;
+  m.pieces = pieces;
+  m.num_pieces = n;
+  m.pieces_are_app_memory = !inlined;
+  m.sink = nullptr;
+  m.num_sink = 0;
+  m.length = length;
+  const bool write = op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM;
+  m.remote_addr = write ? wr->wr.rdma.remote_addr : 0;
+  m.rkey = write ? wr->wr.rdma.rkey : 0;
+  m.compare_add = m.swap = 0;
+  m.token = pos;
+  const Response r = t->deliver(m);
+  if (__builtin_expect(r.outcome != Outcome::kAck, 0)) {
+    *answer = r;
+    return DirectRun::kAnswered;
+  }
+  complete_wqe(qp, pos, wr->wr_id, op, length, qp->sig_all || (wr->send_flags & IBV_SEND_SIGNALED),
+               IBV_WC_SUCCESS);
+  return DirectRun::kDone;
+}
+
+void answer_direct(Qp* qp, uint64_t pos, Response r) {
+  // As execute_next() does with an answer; a WQE that must wait is
+  // scheduled by run_send_queue_locked(), which ibv_post_send calls next.
+  act_on_response(qp, pos, r);
+}
 
 void run_send_queue_locked(Qp* qp) {
   while (qp->sq_exec != qp->sq_tail) {

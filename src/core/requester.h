@@ -3,6 +3,8 @@
 // responder's answer into a completion, a retry later, or the error state.
 #pragma once
 
+#include <infiniband/verbs.h>
+
 #include <cstdint>
 
 #include "core/message.h"
@@ -25,6 +27,19 @@ class QpSendAnswers final : public SendAnswers {
  private:
   Qp* qp_;
 };
+
+// ibv_post_send's short way, for the common case: a SEND or WRITE of at
+// most one MTU on an RC or UC QP in RTS with nothing queued before it, to a
+// peer this process reaches synchronously (on this host). It runs from the
+// work request itself, as the WQE would run a moment later from the send
+// queue, without copying it there first. Holds sq_mu; `pos` is sq_tail.
+//  kNotTaken: nothing was done; post the WQE the usual way.
+//  kDone:     acknowledged and completed; sq_exec is pos + 1.
+//  kAnswered: the responder answered `*answer` (an RNR, a NAK, no answer):
+//             post the WQE the usual way, then answer_direct().
+enum class DirectRun { kNotTaken, kDone, kAnswered };
+DirectRun execute_direct(Qp* qp, uint64_t pos, const ibv_send_wr* wr, Response* answer);
+void answer_direct(Qp* qp, uint64_t pos, Response r);
 
 // Runs posted WQEs until the queue is empty or must wait. Holds sq_mu.
 void run_send_queue_locked(Qp* qp);

@@ -704,6 +704,37 @@ TEST(RcErrors, RnrRetryInfiniteWaitsForALateReceive) {
   EXPECT_TRUE(has_pattern(dst.bytes.data(), 200, 8));
 }
 
+// Inline data is the application's only until ibv_post_send returns. A
+// SEND that found no receive waits in the send queue with its own copy:
+// the bytes that arrive later are those of the post, and the WQEs posted
+// behind it keep their order.
+TEST(RcErrors, InlineSendWaitingForAReceiveKeepsItsBytes) {
+  Device dev;
+  QpPair p(dev, IBV_QPT_RC);  // rnr_retry 7: retry forever
+  Buffer dst(dev.pd, 256);
+  uint8_t stack_src[48];
+  fill_pattern(stack_src, sizeof stack_src, 31);
+  ibv_sge ss{reinterpret_cast<uint64_t>(stack_src), sizeof stack_src, 0};
+  ASSERT_EQ(send_a_to_b(p, 1, &ss, 1, IBV_SEND_SIGNALED | IBV_SEND_INLINE), 0);
+  fill_pattern(stack_src, sizeof stack_src, 32);
+  ASSERT_EQ(send_a_to_b(p, 2, &ss, 1, IBV_SEND_SIGNALED | IBV_SEND_INLINE), 0);
+  std::memset(stack_src, 0xee, sizeof stack_src);
+  EXPECT_TRUE(drain(p.cq_a, 50).empty()) << "completed without a receive";
+  ASSERT_EQ(post_recv(p.b, 10, dst.sge(0, 128)), 0);
+  ASSERT_EQ(post_recv(p.b, 11, dst.sge(128, 128)), 0);
+  auto s = wait_wc(p.cq_a, 2, 1000), r = wait_wc(p.cq_b, 2, 1000);
+  ASSERT_EQ(s.size(), 2u);
+  ASSERT_EQ(r.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(s[i].status, IBV_WC_SUCCESS) << ibv_wc_status_str(s[i].status);
+    EXPECT_EQ(s[i].wr_id, uint64_t(1 + i));
+    EXPECT_EQ(r[i].wr_id, uint64_t(10 + i));
+    EXPECT_EQ(r[i].byte_len, sizeof stack_src);
+  }
+  EXPECT_TRUE(has_pattern(dst.bytes.data(), sizeof stack_src, 31));
+  EXPECT_TRUE(has_pattern(dst.bytes.data() + 128, sizeof stack_src, 32));
+}
+
 TEST(RcErrors, NonexistentDestinationExceedsRetries) {
   Device dev;
   ibv_cq* cq = ibv_create_cq(dev.ctx, 16, nullptr, nullptr, 0);
