@@ -407,6 +407,10 @@ void network_thread(Nic* nic) {
     if (nap_ns) fds[0].fd = fds[1].fd = fds[2].fd = -1;
     const timespec nap{0, static_cast<long>(nap_ns)}, second{1, 0};
     if (ppoll(fds, 4, nap_ns ? &nap : owner ? nullptr : &second, nullptr) < 0 && errno != EINTR) return;
+    // A nap that ended with no timer due: nothing to do. (Taking the engine
+    // lock for nothing would make the draining application thread wait, or
+    // this thread spin for it on a core the application needs.)
+    if (nap_ns && owner && !(fds[3].revents & POLLIN)) continue;
     // (Memory that cannot be had drops what was in hand, as a lost packet;
     // the thread goes on.)
     try {
