@@ -40,12 +40,12 @@ size_t masked_ip_header(const uint8_t* ip, size_t len, uint8_t* out) {
 
 }  // namespace
 
-uint32_t icrc(const uint8_t* ip_packet, size_t len) {
+uint32_t icrc(const uint8_t* ip_udp, size_t ip_udp_len, const uint8_t* bth, size_t len) {
   uint8_t masked[kIpv4MaxHeader + kUdpHeader + kBthBytes];
-  size_t ip_len = masked_ip_header(ip_packet, len, masked);
-  size_t header_len = ip_len + kUdpHeader + kBthBytes;
-  if (ip_len == 0 || len < header_len) return 0;
-  std::memcpy(masked + ip_len, ip_packet + ip_len, kUdpHeader + kBthBytes);
+  const size_t ip_len = masked_ip_header(ip_udp, ip_udp_len, masked);
+  if (ip_len == 0 || ip_udp_len != ip_len + kUdpHeader || len < kBthBytes) return 0;
+  std::memcpy(masked + ip_len, ip_udp + ip_len, kUdpHeader);
+  std::memcpy(masked + ip_len + kUdpHeader, bth, kBthBytes);
   masked[ip_len + kUdpChecksum] = masked[ip_len + kUdpChecksum + 1] = 0xFF;
   masked[ip_len + kUdpHeader + kBthCongestion] = 0xFF;
 
@@ -56,9 +56,17 @@ uint32_t icrc(const uint8_t* ip_packet, size_t len) {
   // packet, so this is a good share of a core at full speed.)
   static constexpr uint8_t kNoLrh[8] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
   uint32_t crc = crc32_gzip_refl(0, kNoLrh, sizeof kNoLrh);
-  crc = crc32_gzip_refl(crc, masked, header_len);
-  crc = crc32_gzip_refl(crc, ip_packet + header_len, len - header_len);
+  crc = crc32_gzip_refl(crc, masked, ip_len + kUdpHeader + kBthBytes);
+  crc = crc32_gzip_refl(crc, bth + kBthBytes, len - kBthBytes);
   return crc;
+}
+
+uint32_t icrc(const uint8_t* ip_packet, size_t len) {
+  if (len < 1) return 0;
+  const size_t ip_len = (ip_packet[0] >> 4) == 4 ? size_t{ip_packet[0] & 0x0Fu} * 4 : kIpv6Header;
+  const size_t ip_udp_len = ip_len + kUdpHeader;
+  if (len < ip_udp_len) return 0;
+  return icrc(ip_packet, ip_udp_len, ip_packet + ip_udp_len, len - ip_udp_len);
 }
 
 }  // namespace sv::net

@@ -20,4 +20,11 @@ namespace sv::net {
 // not IPv4/IPv6 or too short to hold IP, UDP and BTH headers.
 uint32_t icrc(const uint8_t* ip_packet, size_t len);
 
+// The same for headers and packet kept apart: `ip_udp` holds the IP and UDP
+// headers (`ip_udp_len` bytes), `bth` the packet from its BTH to the end of
+// the pad (`len` bytes). A receiver checks a packet this way without
+// writing headers in front of it (where a GRO buffer holds the packet
+// before).
+uint32_t icrc(const uint8_t* ip_udp, size_t ip_udp_len, const uint8_t* bth, size_t len);
+
 }  // namespace sv::net

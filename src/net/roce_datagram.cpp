@@ -150,12 +150,16 @@ void put_datagram_icrc(const DatagramAddrs& a, uint8_t* buf, size_t len) {
   end[3] = static_cast<uint8_t>(crc >> 24);
 }
 
-bool datagram_icrc_ok(const DatagramAddrs& a, uint8_t* buf, size_t len) {
+bool datagram_icrc_ok(const DatagramAddrs& a, const uint8_t* buf, size_t len) {
   if (len < kBthBytes + kIcrcBytes) return false;
-  uint8_t* at = buf + kDatagramHeadroom;
-  uint8_t* ip = put_ip_udp(a, buf, len);
-  const size_t ip_len = static_cast<size_t>(at + len - kIcrcBytes - ip);
-  const uint32_t wire = wire_icrc(at + len - kIcrcBytes), with_id0 = icrc(ip, ip_len);
+  const uint8_t* at = buf + kDatagramHeadroom;
+  // The headers go in a buffer of their own: buf's headroom may be the end
+  // of the packet before (a GRO buffer's segments), still to be placed.
+  uint8_t headers[kDatagramHeadroom];
+  const uint8_t* ip = put_ip_udp(a, headers, len);
+  const size_t ip_udp_len = static_cast<size_t>(headers + kDatagramHeadroom - ip);
+  const size_t ip_len = ip_udp_len + len - kIcrcBytes;
+  const uint32_t wire = wire_icrc(at + len - kIcrcBytes), with_id0 = icrc(ip, ip_udp_len, at, len - kIcrcBytes);
   if (wire == with_id0) return true;
   return ipv4(a) && in_id_span(wire ^ with_id0, ip_len);
 }

@@ -46,10 +46,11 @@ void put_datagram_icrc(const DatagramAddrs& a, uint8_t* buf, size_t len);
 void set_icrc_ip_id(uint8_t* at, size_t len, uint16_t id);
 
 // Whether the ICRC of the `len`-byte datagram at buf + kDatagramHeadroom
-// (ICRC included) is right; writes the IP/UDP image into the headroom. On
+// (ICRC included) is right; writes nothing (the headroom may hold the end
+// of the packet before, in a GRO buffer). On
 // IPv4 the sender's IP ID is unknown to a UDP socket: ID 0 is tried first,
 // then any ID (the CRC is linear in it: a corrupted packet still fails, with
 // probability 1 - 2^-16).
-bool datagram_icrc_ok(const DatagramAddrs& a, uint8_t* buf, size_t len);
+bool datagram_icrc_ok(const DatagramAddrs& a, const uint8_t* buf, size_t len);
 
 }  // namespace sv::net

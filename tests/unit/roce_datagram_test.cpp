@@ -94,6 +94,23 @@ TEST(RoceDatagram, AnyIpv4IdIsAccepted) {
   }
 }
 
+// A GRO buffer holds segments back to back: the headroom of one is the end
+// of the one before, which a receiver may still have to place. Checking the
+// ICRC leaves every byte of the buffer as it was.
+TEST(RoceDatagram, IcrcCheckWritesNothing) {
+  for (bool v4 : {true, false}) {
+    std::vector<uint8_t> payload(300, 0x5a);
+    std::vector<uint8_t> buf(kDatagramHeadroom + kDatagramOverhead + payload.size());
+    DatagramAddrs a = addrs(v4);
+    size_t n = build_datagram(a, send_only(77), payload.data(), payload.size(), buf.data());
+    ASSERT_GT(n, 0u);
+    std::fill(buf.begin(), buf.begin() + kDatagramHeadroom, uint8_t{0xc3});  // "the packet before"
+    const std::vector<uint8_t> before = buf;
+    EXPECT_TRUE(datagram_icrc_ok(a, buf.data(), n)) << "v4 " << v4;
+    EXPECT_EQ(buf, before) << "v4 " << v4;
+  }
+}
+
 TEST(RoceDatagram, IcrcFollowsTheIpIdGsoGives) {
   // The k-th segment of a UDP GSO send leaves with IP ID k: its ICRC, patched
   // from the ID-0 one, must be what a receiver computes over the real header.
