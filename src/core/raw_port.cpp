@@ -28,6 +28,7 @@
 #include "core/target_memory.h"
 #include "util/knobs.h"
 #include "util/log.h"
+#include "util/own_pages.h"
 
 namespace sv {
 namespace {
@@ -308,7 +309,7 @@ void receive_loop() {
       for (auto it = all.begin(); it != all.end();) {
         if ((*it)->closing) {
           close((*it)->fd);
-          delete *it;
+          delete_on_own_pages(*it);
           it = all.erase(it);
         } else {
           ++it;
@@ -408,7 +409,13 @@ int raw_attach(Qp* qp) {
   if (!port) {
     int fd = open_socket(ifindex);
     if (fd < 0) return errno == EPERM || errno == EACCES ? EPERM : errno;
-    port = new Port{ifname, ifindex, fd, {}, {}, false, is_loopback(ifname)};
+    // (On pages of its own: the receive thread reads it at any moment.)
+    port = new_on_own_pages<Port>(ifname, ifindex, fd, std::vector<Qp*>{}, std::vector<Flow*>{}, false,
+                                  is_loopback(ifname));
+    if (!port) {
+      close(fd);
+      return ENOMEM;
+    }
     net().ports.push_back(port);
     start_locked();
     wake();
