@@ -46,17 +46,16 @@ bool writes_local_memory(ibv_wr_opcode op) {
 }
 
 // Generates the completion of the WQE at `pos` (successful unsignaled WQEs
-// generate none) and moves on. The WQE's fields come as arguments: a work
-// request run straight from ibv_post_send (execute_direct) has no copy in
-// the send queue.
-void complete_wqe(Qp* qp, uint64_t pos, uint64_t wr_id, ibv_wr_opcode opcode, uint64_t length, bool signaled,
-                  ibv_wc_status status) {
-  if (status != IBV_WC_SUCCESS || signaled) {
+// generate none) and moves on. `w` is the WQE: the send queue's slot, or
+// for a work request run straight from ibv_post_send (execute_direct) a
+// copy on the stack.
+void complete_wqe(Qp* qp, uint64_t pos, const SendWqe& w, ibv_wc_status status) {
+  if (status != IBV_WC_SUCCESS || w.signaled) {
     shm::CqeFields c{};
-    c.wr_id = wr_id;
+    c.wr_id = w.wr_id;
     c.status = status;
-    c.opcode = wc_opcode_of(opcode);
-    c.byte_len = static_cast<uint32_t>(length);
+    c.opcode = wc_opcode_of(w.opcode);
+    c.byte_len = static_cast<uint32_t>(w.length);
     c.qp_num = qp->qp_base.qp_num;
     c.vendor_err = status == IBV_WC_SUCCESS ? 0 : 0x100 + status;
     push_local(qp->scq, c, qp, pos);
@@ -67,10 +66,7 @@ void complete_wqe(Qp* qp, uint64_t pos, uint64_t wr_id, ibv_wr_opcode opcode, ui
   qp->rnr_left = rnr_retry_budget(qp->attr.rnr_retry);
 }
 
-void complete(Qp* qp, uint64_t pos, ibv_wc_status status) {
-  const SendWqe& w = qp->slot(pos);
-  complete_wqe(qp, pos, w.wr_id, w.opcode, w.length, w.signaled, status);
-}
+void complete(Qp* qp, uint64_t pos, ibv_wc_status status) { complete_wqe(qp, pos, qp->slot(pos), status); }
 
 // A send error ends the WQE with `status`. RC QPs move to ERR; UC and UD
 // QPs move to SQE, where only the send queue is flushed and receives go on
@@ -422,12 +418,12 @@ DirectRun execute_direct(Qp* qp, uint64_t pos, const ibv_send_wr* wr, Response* 
   // unusual goes the long way, which gives its error.
   Piece pieces[limits::kMaxSge];
   uint32_t n = 0;
-  uint64_t length = 0;
+  SendWqe w;
   const bool inlined = wr->send_flags & IBV_SEND_INLINE;
   for (int i = 0; i < wr->num_sge; ++i) {
     const ibv_sge& sg = wr->sg_list[i];
     if (sg.length == 0) continue;
-    length += sg.length;
+    w.length += sg.length;
     if (inlined) {
       pieces[n++] = Piece{reinterpret_cast<uint8_t*>(sg.addr), sg.length};
       continue;
@@ -436,36 +432,29 @@ DirectRun execute_direct(Qp* qp, uint64_t pos, const ibv_send_wr* wr, Response* 
     if (!local_piece(qp, sg, 0, false, &pieces[n], &odp) || odp) return DirectRun::kNotTaken;
     ++n;
   }
-  if (length > limits::kMtuBytes || (inlined && length > qp->cap.max_inline_data)) return DirectRun::kNotTaken;
-  Message m;
-  m.qp_type = qp->type;
-  m.opcode = op;
-  m.src_qpn = qp->qp_base.qp_num;
-  m.dst_qpn = qp->peer.qpn;
-  m.qkey = qp->peer.qkey;
-  m.imm = wr->imm_data;
-  m.xrc_srqn = 0;
-  m.solicited = wr->send_flags & IBV_SEND_SOLICITED;
-  m.block_self_mcast = qp->block_self_mcast;
-  m.dst = &qp->peer;
+  if (w.length > limits::kMtuBytes || (inlined && w.length > qp->cap.max_inline_data)) return DirectRun::kNotTaken;
+  // The WQE as ibv_post_send would have queued it, for message_for() and
+  // the completion.
+  w.wr_id = wr->wr_id;
+  w.opcode = op;
+  w.flags = wr->send_flags;
+  w.imm = wr->imm_data;
+  w.signaled = qp->sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+  w.inlined = inlined;
+  if (op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM) {
+    w.remote_addr = wr->wr.rdma.remote_addr;
+    w.rkey = wr->wr.rdma.rkey;
+  }
+  Message m = message_for(qp, pos, w);
   m.pieces = pieces;
   m.num_pieces = n;
   m.pieces_are_app_memory = !inlined;
-  m.sink = nullptr;
-  m.num_sink = 0;
-  m.length = length;
-  const bool write = op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM;
-  m.remote_addr = write ? wr->wr.rdma.remote_addr : 0;
-  m.rkey = write ? wr->wr.rdma.rkey : 0;
-  m.compare_add = m.swap = 0;
-  m.token = pos;
   const Response r = t->deliver(m);
   if (__builtin_expect(r.outcome != Outcome::kAck, 0)) {
     *answer = r;
     return DirectRun::kAnswered;
   }
-  complete_wqe(qp, pos, wr->wr_id, op, length, qp->sig_all || (wr->send_flags & IBV_SEND_SIGNALED),
-               IBV_WC_SUCCESS);
+  complete_wqe(qp, pos, w, IBV_WC_SUCCESS);
   return DirectRun::kDone;
 }
 

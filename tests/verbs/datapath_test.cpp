@@ -536,6 +536,20 @@ TEST_P(PerType, PostRecvErrors) {
   EXPECT_EQ(ibv_post_recv(p.b, &wr, &bad), 0);
 }
 
+// Sends message `i` (64 bytes of pattern i) from a to b and checks that it
+// completed and took b's receive WQE `i`, its bytes landing at `landed`.
+void send_and_expect_receive(const QpPair& p, Buffer& src, uint32_t i, const uint8_t* landed) {
+  fill_pattern(src.bytes.data(), 64, i);
+  ibv_sge ss = src.sge(0, 64);
+  ASSERT_EQ(send_a_to_b(p, i, &ss, 1), 0);
+  ASSERT_EQ(wait_wc(p.cq_a, 1).size(), 1u);
+  auto r = wait_wc(p.cq_b, 1);
+  ASSERT_EQ(r.size(), 1u);
+  ASSERT_EQ(r[0].status, IBV_WC_SUCCESS);
+  ASSERT_EQ(r[0].wr_id, i) << "receive WQEs are taken in the order posted";
+  ASSERT_TRUE(has_pattern(landed, 64, i));
+}
+
 // A receive queue the application keeps exactly full, as perftest's
 // ib_send_bw does: each completion polled makes room for one WQE, and only
 // one. Posting learns what was taken from polled completions (rq_pos) and
@@ -553,15 +567,7 @@ TEST_P(PerType, ReceiveRingKeptFullTakesEachWqeOnce) {
   ibv_sge extra_sge = dst.sge(0, slot);
   for (uint32_t i = 0; i < 5 * depth + 3; ++i) {
     SCOPED_TRACE(i);
-    fill_pattern(src.bytes.data(), 64, i);
-    ibv_sge ss = src.sge(0, 64);
-    ASSERT_EQ(send_a_to_b(p, i, &ss, 1), 0);
-    ASSERT_EQ(wait_wc(p.cq_a, 1).size(), 1u);
-    auto r = wait_wc(p.cq_b, 1);
-    ASSERT_EQ(r.size(), 1u);
-    ASSERT_EQ(r[0].status, IBV_WC_SUCCESS);
-    ASSERT_EQ(r[0].wr_id, i) << "receive WQEs are taken in the order posted";
-    ASSERT_TRUE(has_pattern(dst.bytes.data() + size_t{i % depth} * slot + g, 64, i));
+    ASSERT_NO_FATAL_FAILURE(send_and_expect_receive(p, src, i, dst.bytes.data() + size_t{i % depth} * slot + g));
     // The ring is full again after one post: a second one is refused.
     ASSERT_EQ(post_recv(p.b, i + depth, dst.sge(size_t{i % depth} * slot, slot)), 0);
     ibv_recv_wr* bad = nullptr;
@@ -585,16 +591,8 @@ TEST(Srq, KeptFullTakesEachWqeOnceFromTwoQps) {
     for (uint32_t i = 0; i < depth; ++i) ASSERT_EQ(post_srq_recv(srq, i, dst.sge(size_t{i} * 64, 64)), 0);
     for (uint32_t i = 0; i < 5 * depth + 1; ++i) {
       SCOPED_TRACE(i);
-      QpPair& p = *pairs[i % 2];
-      fill_pattern(src.bytes.data(), 64, i);
-      ibv_sge ss = src.sge(0, 64);
-      ASSERT_EQ(send_a_to_b(p, i, &ss, 1), 0);
-      ASSERT_EQ(wait_wc(p.cq_a, 1).size(), 1u);
-      auto r = wait_wc(p.cq_b, 1);
-      ASSERT_EQ(r.size(), 1u);
-      ASSERT_EQ(r[0].status, IBV_WC_SUCCESS);
-      ASSERT_EQ(r[0].wr_id, i);
-      ASSERT_TRUE(has_pattern(dst.bytes.data() + size_t{i % depth} * 64, 64, i));
+      const uint8_t* landed = dst.bytes.data() + size_t{i % depth} * 64;
+      ASSERT_NO_FATAL_FAILURE(send_and_expect_receive(*pairs[i % 2], src, i, landed));
       ASSERT_EQ(post_srq_recv(srq, i + depth, dst.sge(size_t{i % depth} * 64, 64)), 0);
       ASSERT_EQ(post_srq_recv(srq, 999, dst.sge(0, 64)), ENOMEM);
     }
