@@ -24,6 +24,7 @@
 #include "util/bits.h"
 #include "util/log.h"
 #include "util/self_mem.h"
+#include "util/private_heap.h"
 
 namespace sv {
 namespace {
@@ -43,7 +44,7 @@ bool allowed(const MrView& v, uint32_t op) {
   return false;
 }
 
-class Service {
+class Service : public PrivateHeapObject {
  public:
   Service(shm::Host& host, shm::Doorbell bell) : host_(host), bell_(bell) {}
 
@@ -81,12 +82,15 @@ class Service {
     MrView v;
     ok = ok && shm::key_slot(key) == host_.slot() && read_mr(host_.arena().mr_table(), key, &v) &&
          (v.path == shm::kMrCma || v.path == shm::kMrOdp) && allowed(v, op) && v.covers(addr, len);
-    // Through /proc/self/mem: memory the application unmapped after
-    // registering it (or an on-demand MR never mapped) fails the request
-    // instead of faulting this thread.
+    // Memory the application unmapped after registering it (or an
+    // on-demand MR never mapped) fails the request instead of faulting
+    // this thread. An on-demand MR sees the pages as they are mapped now.
     uint8_t* staging = ok ? requester->base + staging_off : nullptr;
-    ok = ok && (op == shm::kBounceWrite ? self_mem_write(v.owner_vaddr(addr), staging, len)
-                                        : self_mem_read(staging, v.owner_vaddr(addr), len));
+    const uint64_t at = ok ? v.owner_vaddr(addr) : 0;
+    if (ok && v.path == shm::kMrOdp)
+      ok = op == shm::kBounceWrite ? self_mem_write_as_mapped(at, staging, len) : self_mem_read_as_mapped(staging, at, len);
+    else if (ok)
+      ok = op == shm::kBounceWrite ? self_mem_write(at, staging, len) : self_mem_read(staging, at, len);
     if (!ok) SV_INFO("bounce service: request for key %#x [%#lx, +%lu) refused", key, addr, len);
     s.state.store(ok ? shm::kBounceDone : shm::kBounceFailed, std::memory_order_release);
     futex(&s.state, FUTEX_WAKE, INT_MAX, nullptr);
@@ -105,7 +109,7 @@ shm::Host* g_served = nullptr;  // the host whose service runs (a fork child has
 struct StagingPool {
   std::mutex mu;
   shm::Host* host = nullptr;
-  std::vector<uint64_t> free;
+  PrivateVector<uint64_t> free;
 };
 StagingPool g_staging;
 

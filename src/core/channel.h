@@ -11,18 +11,19 @@
 
 #include "core/context.h"
 #include "shm/doorbell.h"
+#include "util/private_heap.h"
 
 namespace sv {
 
 struct Cq;
 
-struct Channel : ibv_comp_channel {
+struct Channel : ibv_comp_channel, PrivateHeapObject {
   static Channel* from(ibv_comp_channel* c) { return static_cast<Channel*>(c); }
   Context* ctx = nullptr;
   shm::Doorbell bell;
   std::mutex mu;
-  std::vector<Cq*> cqs;    // CQs that report here
-  std::deque<Cq*> ready;   // fired, not yet returned by get_cq_event
+  PrivateVector<Cq*> cqs;    // CQs that report here
+  PrivateDeque<Cq*> ready;   // fired, not yet returned by get_cq_event
 };
 
 Channel* create_channel(Context* ctx);  // nullptr + errno

@@ -111,7 +111,8 @@ void Context::destroy() {
 void Context::refresh_gids_locked() {
   uint64_t now = monotonic_ns();
   if (gids_read_ns && now - gids_read_ns < 1'000'000'000ull) return;
-  gids = read_gid_table();
+  std::vector<GidEntry> now_read = read_gid_table();
+  gids.assign(now_read.begin(), now_read.end());
   gids_read_ns = now;
 }
 
@@ -137,7 +138,7 @@ int Context::gid_count() {
 std::vector<GidEntry> Context::gid_table() {
   std::lock_guard g(gid_mu);
   refresh_gids_locked();
-  return gids;
+  return {gids.begin(), gids.end()};
 }
 
 uint16_t Context::lid() {

@@ -13,6 +13,7 @@
 #include "core/gid_table.h"
 #include "shm/doorbell.h"
 #include "shm/host.h"
+#include "util/private_heap.h"
 
 namespace sv {
 
@@ -21,7 +22,7 @@ struct Qp;
 struct Srq;
 class Transport;
 
-struct Context : verbs_context {
+struct Context : verbs_context, PrivateHeapObject {
   // Every verb reaches its context through here: a context a fork() child
   // inherited is reopened in the child on its first use (mlx5's context works
   // in a child that inherited its file; rdma-core's tests allocate device
@@ -43,13 +44,13 @@ struct Context : verbs_context {
   // GID table snapshot (with each interface's MTU), refreshed when older
   // than a second or when the link watcher saw a change (link_watch.h).
   std::mutex gid_mu;
-  std::vector<GidEntry> gids;
+  PrivateVector<GidEntry> gids;
   uint64_t gids_read_ns = 0;
 
   std::mutex objects_mu;
-  std::unordered_map<uint32_t, Qp*> qps;   // by QPN
-  std::unordered_map<uint32_t, Cq*> cqs;   // by CQ id
-  std::unordered_map<uint32_t, Srq*> srqs; // by SRQ number
+  PrivateUnorderedMap<uint32_t, Qp*> qps;   // by QPN
+  PrivateUnorderedMap<uint32_t, Cq*> cqs;   // by CQ id
+  PrivateUnorderedMap<uint32_t, Srq*> srqs; // by SRQ number
   std::mutex async_mu;  // readers of the async ring
   std::atomic<uint32_t> next_cq_id{1};
   std::atomic<uint32_t> cq_count{0};

@@ -374,7 +374,7 @@ int resize_cq(Cq* cq, int cqe) {
     ring[pos & (cap - 1)].f = cq->ring[pos & cq->mask].f;
     ring[pos & (cap - 1)].seq.store(pos + 1, std::memory_order_relaxed);
   }
-  std::vector<LocalCqe> local(cap);
+  PrivateVector<LocalCqe> local(cap);
   for (uint64_t pos = cq->local_head.load(); pos < cq->local_tail.load(); ++pos)
     local[pos & (cap - 1)] = cq->local[pos & cq->mask];
   arena.free(s->ring_off, uint64_t{s->capacity} * sizeof(shm::Cqe));

@@ -23,6 +23,7 @@
 #include "shm/layout.h"
 #include "shm/peers.h"
 #include "util/spin_lock.h"
+#include "util/private_heap.h"
 
 namespace sv {
 
@@ -41,7 +42,7 @@ struct LocalCqe {
   uint64_t shared_tail;
 };
 
-struct Cq : ibv_cq_ex {
+struct Cq : ibv_cq_ex, PrivateHeapObject {
   static Cq* from(ibv_cq* c) { return static_cast<Cq*>(reinterpret_cast<ibv_cq_ex*>(c)); }
   static Cq* from(ibv_cq_ex* c) { return static_cast<Cq*>(c); }
   ibv_cq* ibv() { return reinterpret_cast<ibv_cq*>(static_cast<ibv_cq_ex*>(this)); }
@@ -54,7 +55,7 @@ struct Cq : ibv_cq_ex {
   uint64_t mask = 0;
   uint64_t head = 0;         // consumer position in the shared ring
 
-  std::vector<LocalCqe> local;
+  PrivateVector<LocalCqe> local;
   std::atomic<uint64_t> local_head{0};
   std::atomic<uint64_t> local_tail{0};
   SpinLock produce_mu;  // local ring producers
@@ -78,7 +79,7 @@ struct Cq : ibv_cq_ex {
     uint64_t shared_before, local_before;  // ring positions taken at destroy
     uint64_t until_ns;                     // and stragglers until then
   };
-  std::vector<Purge> purges;
+  PrivateVector<Purge> purges;
 
   // The receive queue of the QP whose receive completion was polled last
   // (the QP's own or its SRQ), found through the arena's QP table: polling

@@ -1,5 +1,6 @@
 #include "core/device_attr.h"
 
+#include <span>
 #include <endian.h>
 
 #include <cstdio>
@@ -106,7 +107,7 @@ ibv_mtu ib_mtu_for_link(int link_mtu) {
   return IBV_MTU_256;
 }
 
-void fill_port_attr(ibv_port_attr* p, const std::vector<GidEntry>& gids) {
+void fill_port_attr(ibv_port_attr* p, std::span<const GidEntry> gids) {
   const size_t gid_count = gids.size();
   std::memset(p, 0, sizeof *p);
   p->state = gid_count > 0 ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;

@@ -2,6 +2,7 @@
 // from limits.h so they always describe what the verbs really accept.
 #pragma once
 
+#include <span>
 #include <infiniband/verbs.h>
 
 #include <cstdint>
@@ -17,7 +18,7 @@ void fill_device_attr_ex(ibv_device_attr_ex* attr);
 // MTU of its link (port_active_mtu, as rxe's); an Ethernet (RoCE) port, or
 // with SOFTVERBS_LINK_LAYER=infiniband an InfiniBand one with the host's
 // LID (core/lid.h).
-void fill_port_attr(ibv_port_attr* attr, const std::vector<GidEntry>& gids);
+void fill_port_attr(ibv_port_attr* attr, std::span<const GidEntry> gids);
 
 // The IB MTU rxe gives a port on a network device of MTU `link_mtu` bytes
 // (rxe_set_mtu: eth_mtu_int_to_enum, then at most 4096): the largest of

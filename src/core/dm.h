@@ -12,17 +12,18 @@
 #include <memory>
 
 #include "core/context.h"
+#include "util/private_heap.h"
 
 namespace sv {
 
-struct Dm : ibv_dm {
+struct Dm : ibv_dm, PrivateHeapObject {
   Context* ctx = nullptr;
   uint64_t arena_off = 0;  // of the block (aligned within it as asked)
   uint64_t block_len = 0;
   uint8_t* base = nullptr;  // the DM's first byte, in our mapping of the arena
   uint64_t length = 0;
   // MRs on it, through whichever of its structs: free fails with EBUSY.
-  std::shared_ptr<std::atomic<int>> mr_uses = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<std::atomic<int>> mr_uses = make_private_shared<std::atomic<int>>(0);
   bool imported = false;  // made by ibv_import_dm
   uint64_t serial = 0;    // the life of the DM (core/handles.h)
   static Dm* from(ibv_dm* d) { return static_cast<Dm*>(d); }

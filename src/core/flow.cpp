@@ -107,7 +107,7 @@ int attach_counters_point_flow(Counters* c, const ibv_counter_attach_attr& attr,
   if (attr.index >= 256) return EINVAL;
   c->points.push_back({attr.counter_desc, attr.index});
   if (c->values.size() <= attr.index) {
-    std::vector<std::atomic<uint64_t>> grown(attr.index + 1);
+    PrivateVector<std::atomic<uint64_t>> grown(attr.index + 1);
     for (size_t i = 0; i < c->values.size(); ++i) grown[i].store(c->values[i].load());
     c->values.swap(grown);
   }

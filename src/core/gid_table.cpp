@@ -1,5 +1,6 @@
 #include "core/gid_table.h"
 
+#include <span>
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -101,7 +102,7 @@ std::vector<GidEntry> read_gid_table() {
   return out;
 }
 
-ibv_mtu port_active_mtu(const std::vector<GidEntry>& gids) {
+ibv_mtu port_active_mtu(std::span<const GidEntry> gids) {
   for (const GidEntry& e : gids)
     if (!e.loopback) return e.link_mtu > 0 ? ib_mtu_for_link(e.link_mtu) : IBV_MTU_1024;
   return IBV_MTU_4096;

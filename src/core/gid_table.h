@@ -7,6 +7,7 @@
 // only where loopback is the only interface up.
 #pragma once
 
+#include <span>
 #include <infiniband/verbs.h>
 
 #include <cstdint>
@@ -29,7 +30,7 @@ std::vector<GidEntry> read_gid_table();
 // interface that carries the first GID not on a loopback interface, as rxe
 // follows its netdev; IBV_MTU_4096 when only loopback has addresses (the
 // shared-memory path has no link to fit).
-ibv_mtu port_active_mtu(const std::vector<GidEntry>& gids);
+ibv_mtu port_active_mtu(std::span<const GidEntry> gids);
 
 bool gid_is_ipv4_mapped(const ibv_gid& gid);
 bool gid_equal(const ibv_gid& a, const ibv_gid& b);

@@ -3,6 +3,7 @@
 #include <map>
 #include <mutex>
 #include <utility>
+#include "util/private_heap.h"
 
 namespace sv::handles {
 namespace {
@@ -12,9 +13,9 @@ struct Entry {
   uint64_t serial;
 };
 
-struct Table {
+struct Table : PrivateHeapObject {
   std::mutex mu;
-  std::map<std::pair<Kind, uint32_t>, Entry> live;
+  PrivateMap<std::pair<Kind, uint32_t>, Entry> live;
   uint64_t next_serial = 1;
 };
 

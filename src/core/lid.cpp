@@ -1,5 +1,6 @@
 #include "core/lid.h"
 
+#include <span>
 #include <cstring>
 
 #include "util/log.h"
@@ -9,7 +10,7 @@ namespace {
 
 // The first IPv4 GID of a real interface (GID 0 on an ordinary host: the
 // table lists loopback last), or nullptr.
-const GidEntry* first_ipv4(const std::vector<GidEntry>& gids) {
+const GidEntry* first_ipv4(std::span<const GidEntry> gids) {
   for (const GidEntry& e : gids)
     if (!e.loopback && gid_is_ipv4_mapped(e.gid)) return &e;
   return nullptr;
@@ -19,7 +20,7 @@ uint16_t low_bits(const ibv_gid& gid) { return static_cast<uint16_t>(gid.raw[14]
 
 }  // namespace
 
-uint16_t host_lid(const std::vector<GidEntry>& gids) {
+uint16_t host_lid(std::span<const GidEntry> gids) {
   const GidEntry* e = first_ipv4(gids);
   if (!e) return 1;
   const uint16_t lid = low_bits(e->gid);
@@ -32,7 +33,7 @@ uint16_t host_lid(const std::vector<GidEntry>& gids) {
   return lid;
 }
 
-bool gid_of_lid(uint16_t lid, const std::vector<GidEntry>& gids, ibv_gid* out) {
+bool gid_of_lid(uint16_t lid, std::span<const GidEntry> gids, ibv_gid* out) {
   if (lid == 0 || lid > kMaxUnicastLid) return false;
   if (lid == host_lid(gids) && !gids.empty()) {
     *out = gids.front().gid;  // this host: any of its GIDs is reached in shared memory
@@ -46,7 +47,7 @@ bool gid_of_lid(uint16_t lid, const std::vector<GidEntry>& gids, ibv_gid* out) {
   return true;
 }
 
-uint16_t lid_of_gid(const ibv_gid& gid, const std::vector<GidEntry>& gids, uint16_t own_lid) {
+uint16_t lid_of_gid(const ibv_gid& gid, std::span<const GidEntry> gids, uint16_t own_lid) {
   for (const GidEntry& e : gids)
     if (gid_equal(e.gid, gid)) return own_lid;
   if (!gid_is_ipv4_mapped(gid)) return 0;

@@ -11,6 +11,7 @@
 // has LID 1.
 #pragma once
 
+#include <span>
 #include <infiniband/verbs.h>
 
 #include <cstdint>
@@ -26,17 +27,17 @@ inline constexpr uint16_t kMaxUnicastLid = 0xBFFF;
 // The port's LID for this GID table: the last 16 bits of the first IPv4
 // GID of a real interface; 1 when there is none, or when those bits are no
 // unicast LID (x.y.0.0 or x.y.192.0 and above: logged once).
-uint16_t host_lid(const std::vector<GidEntry>& gids);
+uint16_t host_lid(std::span<const GidEntry> gids);
 
 // The GID a LID stands for, seen from a host with table `gids`: its own
 // GID 0 for its own LID, else the IPv4 address of its /16 that ends in the
 // LID. False when there is no IPv4 address to complete it, or the LID is
 // not unicast.
-bool gid_of_lid(uint16_t lid, const std::vector<GidEntry>& gids, ibv_gid* out);
+bool gid_of_lid(uint16_t lid, std::span<const GidEntry> gids, ibv_gid* out);
 
 // The LID of the host that has `gid` (what a receive completion reports as
 // slid): `own_lid` for one of `gids`, the last 16 bits of an IPv4-mapped
 // GID, else 0.
-uint16_t lid_of_gid(const ibv_gid& gid, const std::vector<GidEntry>& gids, uint16_t own_lid);
+uint16_t lid_of_gid(const ibv_gid& gid, std::span<const GidEntry> gids, uint16_t own_lid);
 
 }  // namespace sv

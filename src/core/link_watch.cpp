@@ -10,6 +10,7 @@
 #include <mutex>
 #include <new>
 #include <set>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -18,14 +19,15 @@
 #include "core/device_attr.h"
 #include "core/gid_table.h"
 #include "util/log.h"
+#include "util/private_heap.h"
 
 namespace sv::link_watch {
 namespace {
 
-struct Watch {
+struct Watch : PrivateHeapObject {
   std::mutex mu;
-  std::set<Context*> contexts;
-  std::vector<GidEntry> gids;  // the table the contexts were last told about
+  PrivateSet<Context*> contexts;
+  PrivateVector<GidEntry> gids;  // the table the contexts were last told about
   bool started = false;
 };
 
@@ -34,7 +36,7 @@ Watch& watch() {
   return *w;
 }
 
-bool same_gids(const std::vector<GidEntry>& a, const std::vector<GidEntry>& b) {
+bool same_gids(std::span<const GidEntry> a, std::span<const GidEntry> b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
     if (!gid_equal(a[i].gid, b[i].gid)) return false;
@@ -50,7 +52,7 @@ void recheck() {
     // Same GIDs; an interface's MTU may have changed, and with it the
     // port's active MTU: rxe follows it (NETDEV_CHANGEMTU) with no event.
     const ibv_mtu before = port_active_mtu(w.gids), after = port_active_mtu(now);
-    w.gids = std::move(now);
+    w.gids.assign(now.begin(), now.end());
     if (before != after) {
       SV_INFO("port 1: active MTU %u -> %u (the link's MTU changed)", ib_mtu_bytes(before), ib_mtu_bytes(after));
       for (Context* ctx : w.contexts) ctx->forget_gids();
@@ -58,7 +60,7 @@ void recheck() {
     return;
   }
   const bool was_active = !w.gids.empty(), active = !now.empty();
-  w.gids = std::move(now);
+  w.gids.assign(now.begin(), now.end());
   SV_INFO("port 1: GID table changed (%zu entries)%s", w.gids.size(),
           was_active == active ? "" : active ? ", port ACTIVE" : ", port DOWN");
   for (Context* ctx : w.contexts) {
@@ -106,7 +108,8 @@ void start_locked(Watch& w) {
     close(fd);
     return;
   }
-  w.gids = read_gid_table();
+  std::vector<GidEntry> first = read_gid_table();
+  w.gids.assign(first.begin(), first.end());
   w.started = true;
   sigset_t all, old;
   sigfillset(&all);

@@ -10,10 +10,11 @@
 
 #include "core/pd.h"
 #include "shm/layout.h"
+#include "util/private_heap.h"
 
 namespace sv {
 
-struct Mr : ibv_mr {
+struct Mr : ibv_mr, PrivateHeapObject {
   Pd* pd_obj = nullptr;
   uint32_t index = 0;
   uint32_t access = 0;

@@ -20,13 +20,14 @@
 #include "core/pd.h"
 #include "shm/layout.h"
 #include "shm/peers.h"
+#include "util/private_heap.h"
 
 namespace sv {
 
 struct Qp;
 struct SendWqe;
 
-struct Mw : ibv_mw {
+struct Mw : ibv_mw, PrivateHeapObject {
   Pd* pd_obj = nullptr;
   uint32_t index = 0;  // in the MR table
   static Mw* from(ibv_mw* m) { return static_cast<Mw*>(m); }

@@ -7,15 +7,16 @@
 #include <memory>
 
 #include "core/context.h"
+#include "util/private_heap.h"
 
 namespace sv {
 
-struct Pd : ibv_pd {
+struct Pd : ibv_pd, PrivateHeapObject {
   Context* ctx = nullptr;
   uint32_t id = 0;              // process-unique; stored in shared QP/MR entries
   // MRs, QPs, SRQs, AHs of the PD, whichever of its structs (the original or
   // an import) they were made on: dealloc fails with EBUSY.
-  std::shared_ptr<std::atomic<int>> uses = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<std::atomic<int>> uses = make_private_shared<std::atomic<int>>(0);
   bool imported = false;        // made by ibv_import_pd
   uint64_t serial = 0;          // the life of the PD (core/handles.h)
   std::atomic<int>& users() { return *uses; }
@@ -46,7 +47,7 @@ struct Destination {
   uint16_t slid = 0;            // InfiniBand mode: the sender's LID, reported to the receiver
 };
 
-struct Ah : ibv_ah {
+struct Ah : ibv_ah, PrivateHeapObject {
   ibv_ah_attr attr{};
   Destination dest;  // qpn and qkey come with each work request
   static Ah* from(ibv_ah* a) { return static_cast<Ah*>(a); }

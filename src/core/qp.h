@@ -18,6 +18,7 @@
 #include "core/srq.h"
 #include "shm/layout.h"
 #include "util/spin_lock.h"
+#include "util/private_heap.h"
 
 namespace sv {
 
@@ -38,7 +39,7 @@ struct alignas(64) SendWqe {
 };
 static_assert(sizeof(SendWqe) == 64);
 
-struct Qp : ibv_qp_ex {
+struct Qp : ibv_qp_ex, PrivateHeapObject {
   static Qp* from(ibv_qp* q) { return static_cast<Qp*>(reinterpret_cast<ibv_qp_ex*>(q)); }
   static Qp* from(ibv_qp_ex* q) { return static_cast<Qp*>(q); }
   ibv_qp* ibv() { return &qp_base; }
@@ -60,9 +61,9 @@ struct Qp : ibv_qp_ex {
   std::atomic<int> flows{0};
   bool scatter_fcs = false, cvlan_strip = false;
   uint32_t max_tso_header = 0;
-  std::vector<uint8_t> sq_tso_hdr;  // max_tso_header bytes per slot
+  PrivateVector<uint8_t> sq_tso_hdr;  // max_tso_header bytes per slot
   struct RwqIndTable* ind_table = nullptr;
-  std::vector<uint8_t> rss_key;
+  PrivateVector<uint8_t> rss_key;
   uint64_t rss_fields = 0;
   uint32_t index = 0;
   uint64_t shared_off = 0;
@@ -79,12 +80,12 @@ struct Qp : ibv_qp_ex {
   // Send queue. Slots [sq_head, sq_exec) are executed but not yet released
   // by a polled completion; [sq_exec, sq_tail) wait to be executed.
   SpinLock sq_mu;
-  std::vector<SendWqe> sq;
-  std::vector<ibv_sge> sq_sges;      // cap.max_send_sge per slot
-  std::vector<uint8_t> sq_inline;    // cap.max_inline_data per slot
-  std::vector<Destination> sq_ud;    // UD: each slot's destination (AH and WR)
-  std::vector<uint8_t> odp_scratch;  // bytes of on-demand MRs in transit (requester.cpp)
-  std::vector<uint32_t> sq_xrc_srqn;   // XRC_SEND: each slot's remote SRQ number
+  PrivateVector<SendWqe> sq;
+  PrivateVector<ibv_sge> sq_sges;      // cap.max_send_sge per slot
+  PrivateVector<uint8_t> sq_inline;    // cap.max_inline_data per slot
+  PrivateVector<Destination> sq_ud;    // UD: each slot's destination (AH and WR)
+  PrivateVector<uint8_t> odp_scratch;  // bytes of on-demand MRs in transit (requester.cpp)
+  PrivateVector<uint32_t> sq_xrc_srqn;   // XRC_SEND: each slot's remote SRQ number
   uint64_t sq_mask = 0;
   std::atomic<uint64_t> sq_head{0};
   uint64_t sq_exec = 0;

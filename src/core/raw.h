@@ -21,6 +21,7 @@
 #include "core/packet.h"
 #include "core/pd.h"
 #include "core/recv_queue.h"
+#include "util/private_heap.h"
 
 namespace sv {
 
@@ -30,13 +31,13 @@ struct Flow;
 
 // ---------------------------------------------------------------- counters
 
-struct Counters : ibv_counters {
+struct Counters : ibv_counters, PrivateHeapObject {
   struct Point {
     ibv_counter_description desc;
     uint32_t index;
   };
-  std::vector<Point> points;          // attached with ibv_attach_counters_point_flow(NULL flow)
-  std::vector<std::atomic<uint64_t>> values;  // by index
+  PrivateVector<Point> points;          // attached with ibv_attach_counters_point_flow(NULL flow)
+  PrivateVector<std::atomic<uint64_t>> values;  // by index
   std::atomic<int> flows{0};          // bound flows: no new attach points meanwhile
   static Counters* from(ibv_counters* c) { return static_cast<Counters*>(c); }
   void count(uint64_t bytes);
@@ -49,7 +50,7 @@ int read_counters(Counters* c, uint64_t* values, uint32_t n, uint32_t flags);
 
 // ---------------------------------------------------------------- work queues
 
-struct Wq : ibv_wq {
+struct Wq : ibv_wq, PrivateHeapObject {
   Context* ctx = nullptr;
   Pd* pd_obj = nullptr;
   Cq* cq_obj = nullptr;
@@ -59,9 +60,9 @@ struct Wq : ibv_wq {
   static Wq* from(ibv_wq* w) { return static_cast<Wq*>(w); }
 };
 
-struct RwqIndTable : ibv_rwq_ind_table {
+struct RwqIndTable : ibv_rwq_ind_table, PrivateHeapObject {
   Context* ctx = nullptr;
-  std::vector<Wq*> wqs;  // 2^log_ind_tbl_size entries
+  PrivateVector<Wq*> wqs;  // 2^log_ind_tbl_size entries
   std::atomic<int> qps{0};
   static RwqIndTable* from(ibv_rwq_ind_table* t) { return static_cast<RwqIndTable*>(t); }
 };
@@ -74,7 +75,7 @@ int destroy_rwq_ind_table(RwqIndTable* t);
 
 // ---------------------------------------------------------------- flows
 
-struct Flow : ibv_flow {
+struct Flow : ibv_flow, PrivateHeapObject {
   Qp* qp = nullptr;
   ibv_flow_attr_type type = IBV_FLOW_ATTR_NORMAL;
   uint16_t priority = 0;
@@ -85,7 +86,7 @@ struct Flow : ibv_flow {
   uint32_t tag = 0;
   Counters* counters = nullptr;
   // The match, one spec per layer: a field matches when (frame & mask) == value.
-  std::vector<ibv_flow_spec> specs;
+  PrivateVector<ibv_flow_spec> specs;
   static Flow* from(ibv_flow* f) { return static_cast<Flow*>(f); }
 };
 

@@ -28,24 +28,24 @@
 #include "core/target_memory.h"
 #include "util/knobs.h"
 #include "util/log.h"
-#include "util/own_pages.h"
+#include "util/private_heap.h"
 
 namespace sv {
 namespace {
 
-struct Port {
+struct Port : PrivateHeapObject {
   std::string ifname;
   int ifindex = 0;
   int fd = -1;
-  std::vector<Qp*> qps;
-  std::vector<Flow*> flows;  // sorted: priority, then age
+  PrivateVector<Qp*> qps;
+  PrivateVector<Flow*> flows;  // sorted: priority, then age
   bool closing = false;      // no QP left: the receive thread closes it (it may be polling it)
   bool loopback = false;     // lo shows every frame twice: as sent, then as received
 };
 
-struct RawNet {
+struct RawNet : PrivateHeapObject {
   std::mutex mu;  // ports, their QPs and flows; held while a frame is delivered
-  std::vector<Port*> ports;
+  PrivateVector<Port*> ports;
   int wake_fd = -1;  // eventfd: the set of sockets changed
   bool started = false;
 };
@@ -309,7 +309,7 @@ void receive_loop() {
       for (auto it = all.begin(); it != all.end();) {
         if ((*it)->closing) {
           close((*it)->fd);
-          delete_on_own_pages(*it);
+          delete *it;
           it = all.erase(it);
         } else {
           ++it;
@@ -409,13 +409,11 @@ int raw_attach(Qp* qp) {
   if (!port) {
     int fd = open_socket(ifindex);
     if (fd < 0) return errno == EPERM || errno == EACCES ? EPERM : errno;
-    // (On pages of its own: the receive thread reads it at any moment.)
-    port = new_on_own_pages<Port>(ifname, ifindex, fd, std::vector<Qp*>{}, std::vector<Flow*>{}, false,
-                                  is_loopback(ifname));
-    if (!port) {
-      close(fd);
-      return ENOMEM;
-    }
+    port = new Port;
+    port->ifname = ifname;
+    port->ifindex = ifindex;
+    port->fd = fd;
+    port->loopback = is_loopback(ifname);
     net().ports.push_back(port);
     start_locked();
     wake();

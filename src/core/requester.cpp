@@ -164,7 +164,7 @@ bool gather_odp(Qp* qp, uint64_t pos, Piece* pieces, uint32_t* count, OdpWriteBa
     if (views[i].path == shm::kMrOdp) {
       if (sink)
         back->spans[back->count++] = OdpWriteBack::Span{scratch, vaddr, sg[i].length};
-      else if (!self_mem_read(scratch, vaddr, sg[i].length))
+      else if (!self_mem_read_as_mapped(scratch, vaddr, sg[i].length))
         return false;
       at = scratch;
       scratch += sg[i].length;
@@ -176,7 +176,7 @@ bool gather_odp(Qp* qp, uint64_t pos, Piece* pieces, uint32_t* count, OdpWriteBa
 
 bool write_back(const OdpWriteBack& back) {
   for (uint32_t i = 0; i < back.count; ++i)
-    if (!self_mem_write(back.spans[i].vaddr, back.spans[i].scratch, back.spans[i].len)) return false;
+    if (!self_mem_write_as_mapped(back.spans[i].vaddr, back.spans[i].scratch, back.spans[i].len)) return false;
   return true;
 }
 

@@ -11,6 +11,7 @@
 
 #include "core/requester.h"
 #include "util/clock.h"
+#include "util/private_heap.h"
 
 namespace sv {
 namespace {
@@ -18,7 +19,7 @@ namespace {
 class Scheduler;
 Scheduler& scheduler_instance();
 
-class Scheduler {
+class Scheduler : public PrivateHeapObject {
  public:
   void schedule(Qp* qp, uint64_t at) {
     std::lock_guard g(mu_);

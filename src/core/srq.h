@@ -7,10 +7,11 @@
 
 #include "core/pd.h"
 #include "core/recv_queue.h"
+#include "util/private_heap.h"
 
 namespace sv {
 
-struct Srq : ibv_srq {
+struct Srq : ibv_srq, PrivateHeapObject {
   static Srq* from(ibv_srq* s) { return static_cast<Srq*>(s); }
   Context* ctx = nullptr;
   Pd* pd_obj = nullptr;

@@ -104,7 +104,7 @@ bool write_to_mr(const shm::Peer& owner, const MrView& mr, uint64_t addr, const 
   if (len == 0) return true;
   if (owner.self && mr.path != shm::kMrOverlay) {
     // On-demand pages may be absent: a failed copy, not a fault.
-    if (__builtin_expect(mr.path == shm::kMrOdp, 0)) return self_mem_write(mr.owner_vaddr(addr), src, len);
+    if (__builtin_expect(mr.path == shm::kMrOdp, 0)) return self_mem_write_as_mapped(mr.owner_vaddr(addr), src, len);
     place_bytes(reinterpret_cast<void*>(mr.owner_vaddr(addr)), src, len);
     return true;
   }
@@ -130,7 +130,7 @@ bool write_to_mr(const shm::Peer& owner, const MrView& mr, uint64_t addr, const 
 bool read_from_mr(const shm::Peer& owner, const MrView& mr, uint64_t addr, void* dst, size_t len) {
   if (len == 0) return true;
   if (owner.self && mr.path != shm::kMrOverlay) {
-    if (__builtin_expect(mr.path == shm::kMrOdp, 0)) return self_mem_read(dst, mr.owner_vaddr(addr), len);
+    if (__builtin_expect(mr.path == shm::kMrOdp, 0)) return self_mem_read_as_mapped(dst, mr.owner_vaddr(addr), len);
     copy_bytes(dst, reinterpret_cast<const void*>(mr.owner_vaddr(addr)), len);
     return true;
   }

@@ -10,10 +10,11 @@
 #include <cstdint>
 
 #include "core/context.h"
+#include "util/private_heap.h"
 
 namespace sv {
 
-struct Xrcd : ibv_xrcd {
+struct Xrcd : ibv_xrcd, PrivateHeapObject {
   Context* ctx = nullptr;
   uint32_t index = 0;       // in the registry's table
   uint64_t id = 0;          // shm::xrcd_id(), what SRQs and QPs carry

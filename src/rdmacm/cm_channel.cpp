@@ -13,14 +13,15 @@
 
 #include "c_boundary.h"
 #include "cm_state.h"
+#include "util/private_heap.h"
 
 namespace sv::rdmacm {
 namespace {
 
 // Every watched fd has a key; epoll reports the key, and a key that is no
 // longer here (its id was destroyed after epoll_wait returned) is ignored.
-std::unordered_map<uint64_t, Watch>& watches() {
-  static auto* map = new std::unordered_map<uint64_t, Watch>;
+PrivateUnorderedMap<uint64_t, Watch>& watches() {
+  static auto* map = new_private<PrivateUnorderedMap<uint64_t, Watch>>();
   return *map;
 }
 uint64_t next_key = 1;
@@ -69,12 +70,12 @@ bool is_nonblocking(int fd) {
 }  // namespace
 
 std::recursive_mutex& cm_mutex() {
-  static auto* mutex = new std::recursive_mutex;
+  static auto* mutex = new_private<std::recursive_mutex>();
   return *mutex;
 }
 
 std::condition_variable_any& cm_acked() {
-  static auto* cv = new std::condition_variable_any;
+  static auto* cv = new_private<std::condition_variable_any>();
   return *cv;
 }
 

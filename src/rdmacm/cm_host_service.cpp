@@ -13,6 +13,7 @@
 #include "ibcm/gsi_mailbox.h"
 #include "net/udp_sport.h"
 #include "util/host_service_socket.h"
+#include "util/private_heap.h"
 
 namespace sv::rdmacm {
 namespace {
@@ -21,11 +22,11 @@ namespace hostd = sv::hostd;
 
 // One connection per process (a fork child makes its own: the parent's
 // claims are the parent's), and the claims made through it.
-struct Link {
+struct Link : PrivateHeapObject {
   std::mutex mu;
   int fd = -1;
   pid_t pid = 0;
-  std::map<int, std::string> claimed;  // mailbox fd -> key
+  PrivateMap<int, std::string> claimed;  // mailbox fd -> key
 };
 
 Link& link() {

@@ -46,6 +46,7 @@
 #include "net/udp_sport.h"
 #include "util/kernel_socket.h"
 #include "util/peer_credentials.h"
+#include "util/private_heap.h"
 
 namespace sv::rdmacm {
 namespace {
@@ -63,8 +64,8 @@ std::mt19937& rng() {
 }
 
 // Every id with a network link (passive duplicates are found here).
-std::vector<Id*>& net_ids() {
-  static auto* ids = new std::vector<Id*>;
+PrivateVector<Id*>& net_ids() {
+  static auto* ids = new_private<PrivateVector<Id*>>();
   return *ids;
 }
 
@@ -213,9 +214,9 @@ bool send_to_qp1(const in6_addr& src, const in6_addr& dst, uint8_t tclass, const
 
 // The files of the mailboxes this process bound (fd -> path), removed when
 // they close; pid: a fork()ed child closing its copies leaves them be.
-struct BoundMailboxes {
+struct BoundMailboxes : PrivateHeapObject {
   std::mutex mu;
-  std::unordered_map<int, std::string> paths;
+  PrivateUnorderedMap<int, std::string> paths;
   pid_t pid = getpid();
 };
 BoundMailboxes& bound_mailboxes() {
@@ -385,8 +386,8 @@ struct Orphan {
   std::array<uint8_t, ibcm::kMadSize> dreq;
 };
 
-std::deque<Orphan>& orphans() {
-  static auto* list = new std::deque<Orphan>;
+PrivateDeque<Orphan>& orphans() {
+  static auto* list = new_private<PrivateDeque<Orphan>>();
   return *list;
 }
 

@@ -31,6 +31,7 @@
 #include "cm_group_membership.h"
 #include "cm_id_state.h"
 #include "cm_wire.h"
+#include "util/private_heap.h"
 
 namespace sv::rdmacm {
 
@@ -38,16 +39,16 @@ struct Id;
 struct Device;
 
 // An event handed to the user; `pub` first so the user's pointer is ours.
-struct Event {
+struct Event : PrivateHeapObject {
   rdma_cm_event pub{};
   Id* counted = nullptr;  // the id whose reported/acked counters this moves
   uint8_t private_data[kMaxPrivateData]{};
 };
 
-struct Channel {
+struct Channel : PrivateHeapObject {
   rdma_event_channel pub{};  // pub.fd: the epoll fd users poll
   int ready_fd = -1;         // eventfd, readable while `queue` is not empty
-  std::deque<Event*> queue;
+  PrivateDeque<Event*> queue;
   // Threads inside rdma_get_cm_event on it. A program may destroy the
   // channel while another thread waits there (rping and cmtime do, at
   // exit): the waiters are woken, the last one frees it, and all block for
@@ -102,7 +103,7 @@ struct NetLink {
   bool sent_rtu = false;
 };
 
-struct Id {
+struct Id : PrivateHeapObject {
   rdma_cm_id pub{};  // first: rdma_cm_id* converts to Id*
   IdState state = IdState::kIdle;  // changed only through set_state (cm_id_state.h)
   bool sync = false;         // created without a channel: calls block
@@ -111,7 +112,7 @@ struct Id {
 
   int sock = -1;             // port reservation, listener or connection
   uint64_t sock_watch = 0;   // its key in the channel's epoll (0: none)
-  std::vector<uint64_t> incoming;  // listener: accepted sockets without REQ yet
+  PrivateVector<uint64_t> incoming;  // listener: accepted sockets without REQ yet
 
   unsigned events_reported = 0;
   unsigned events_acked = 0;
@@ -141,10 +142,10 @@ struct Id {
   uint32_t qkey = RDMA_UDP_QKEY;
 
   // rdma_create_ep helpers.
-  std::vector<uint8_t> connect_data;           // ai_connect, prepended to private data
+  PrivateVector<uint8_t> connect_data;           // ai_connect, prepended to private data
   ibv_qp_init_attr* listen_qp_attr = nullptr;  // QP to create in rdma_get_request
 
-  std::list<Multicast> multicasts;
+  PrivateList<Multicast> multicasts;
   NetLink net;
 
   // A REQ to a port of this host that is bound but not listening yet

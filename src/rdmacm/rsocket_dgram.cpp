@@ -28,6 +28,7 @@
 #include "c_boundary.h"
 #include "cm_device.h"
 #include "util/kernel_socket.h"
+#include "util/private_heap.h"
 
 namespace sv::rdmacm::rs {
 namespace {
@@ -123,7 +124,7 @@ struct Received {
 
 }  // namespace
 
-struct DgramState {
+struct DgramState : PrivateHeapObject {
   ibv_context* ctx = nullptr;
   ibv_pd* pd = nullptr;
   ibv_comp_channel* comp_channel = nullptr;
@@ -142,13 +143,13 @@ struct DgramState {
   ibv_mr* smr = nullptr;
   Pages rbuf_pages;
   Pages sbuf_pages;
-  std::vector<uint32_t> free_send;
-  std::deque<Received> ready;
-  std::map<AddrKey, Dest> dests;
+  PrivateVector<uint32_t> free_send;
+  PrivateDeque<Received> ready;
+  PrivateMap<AddrKey, Dest> dests;
   bool connected = false;
   sockaddr_storage peer{};
   socklen_t peer_len = 0;
-  std::vector<uint8_t> udp_buf;
+  PrivateVector<uint8_t> udp_buf;
   uint64_t udp_looked_ns = 0;  // when take_udp / udp_readable last ran
 
   // Whether it is time to look at the UDP socket again (and, if so, notes that we do).

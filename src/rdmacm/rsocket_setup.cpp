@@ -44,7 +44,7 @@ int create_stream(RSocket& rs, int domain) {
 
 // Builds the rsocket of one connection request (the event is acked here).
 std::shared_ptr<RSocket> accept_request(RSocket& listener, rdma_cm_event* ev) {
-  auto rs = std::make_shared<RSocket>();
+  auto rs = sv::make_private_shared<RSocket>();
   rs->domain = listener.domain;
   rs->opt = listener.opt;
   rdma_cm_id* id = ev->id;
@@ -147,7 +147,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rsocket(int domain, int type, int protoco
       (type == SOCK_DGRAM && protocol && protocol != IPPROTO_UDP))
     return fail(ENOTSUP);
   return guarded(-1, [&] {
-    auto rs = std::make_shared<RSocket>();
+    auto rs = sv::make_private_shared<RSocket>();
     rs->type = type;
     rs->domain = domain;
     int rc = type == SOCK_STREAM ? create_stream(*rs, domain) : dgram_create(*rs, domain);

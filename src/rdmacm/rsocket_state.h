@@ -26,6 +26,7 @@
 #include "rsocket_memory.h"
 #include "rsocket_ring.h"
 #include "rsocket_wire.h"
+#include "util/private_heap.h"
 
 namespace sv::rdmacm::rs {
 
@@ -75,7 +76,7 @@ struct LocalIomap {
   bool announced;
 };
 
-struct RSocket {
+struct RSocket : PrivateHeapObject {
   int type = SOCK_STREAM;
   int domain = AF_INET;
   int fd = -1;
@@ -101,7 +102,7 @@ struct RSocket {
 
   rdma_event_channel* channel = nullptr;
   rdma_cm_id* id = nullptr;
-  std::deque<rdma_cm_event*> backlog;  // listener: CONNECT_REQUESTs not accepted yet
+  PrivateDeque<rdma_cm_event*> backlog;  // listener: CONNECT_REQUESTs not accepted yet
 
   ibv_pd* pd = nullptr;
   ibv_comp_channel* comp_channel = nullptr;
@@ -126,7 +127,7 @@ struct RSocket {
   MessageCredits credits;
   GrantLedger ledger;
 
-  std::vector<LocalIomap> iomaps;
+  PrivateVector<LocalIomap> iomaps;
   IomapEntry* announce_buf = nullptr;  // what riomap sends, one place per peer slot
   Pages announce_pages;
   ibv_mr* announce_mr = nullptr;

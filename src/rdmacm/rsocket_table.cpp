@@ -8,17 +8,18 @@
 #include <unordered_map>
 
 #include "rsocket_state.h"
+#include "util/private_heap.h"
 
 namespace sv::rdmacm::rs {
 namespace {
 
 std::mutex& table_mutex() {
-  static auto* m = new std::mutex;
+  static auto* m = new_private<std::mutex>();
   return *m;
 }
 
-std::unordered_map<int, std::shared_ptr<RSocket>>& table() {
-  static auto* t = new std::unordered_map<int, std::shared_ptr<RSocket>>;
+PrivateUnorderedMap<int, std::shared_ptr<RSocket>>& table() {
+  static auto* t = new_private<PrivateUnorderedMap<int, std::shared_ptr<RSocket>>>();
   return *t;
 }
 

@@ -14,10 +14,11 @@
 #include "shm/extent_allocator.h"
 #include "shm/index_pool.h"
 #include "shm/layout.h"
+#include "util/private_heap.h"
 
 namespace sv::shm {
 
-class Arena {
+class Arena : public PrivateHeapObject {
  public:
   // Creates the memfd and lays out the tables. nullptr (errno set) on failure.
   static Arena* create(uint64_t size);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include "util/private_heap.h"
 
 namespace sv::shm {
 
@@ -43,8 +44,8 @@ class ExtentAllocator {
   uint64_t granule_;
   uint64_t quarantine_ns_;
   uint64_t in_use_ = 0;
-  std::map<uint64_t, uint64_t> free_;  // offset -> size, coalesced
-  std::deque<Held> quarantine_;        // in release order
+  PrivateMap<uint64_t, uint64_t> free_;  // offset -> size, coalesced
+  PrivateDeque<Held> quarantine_;        // in release order
 };
 
 }  // namespace sv::shm

@@ -13,10 +13,11 @@
 #include "shm/overlay.h"
 #include "shm/peers.h"
 #include "shm/registry.h"
+#include "util/private_heap.h"
 
 namespace sv::shm {
 
-class Host {
+class Host : public PrivateHeapObject {
  public:
   // nullptr (errno set) if the host cannot be joined.
   static Host* get();

@@ -16,13 +16,14 @@
 #include <memory>
 
 #include "util/host_service_socket.h"
+#include "util/private_heap.h"
 
 namespace sv::shm {
 
 namespace hostd = sv::hostd;
 
 // This process's connection to the host service.
-class HostService {
+class HostService : public PrivateHeapObject {
  public:
   // Connects to the service of this network namespace
   // (util/host_service_socket.h). nullptr when none runs, when

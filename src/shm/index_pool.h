@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <vector>
+#include "util/private_heap.h"
 
 namespace sv::shm {
 
@@ -43,7 +44,7 @@ class IndexPool {
   uint32_t first_;
   uint32_t next_;
   uint32_t count_ = 0;
-  std::vector<bool> used_;
+  PrivateVector<bool> used_;
 };
 
 }  // namespace sv::shm

@@ -6,11 +6,12 @@
 #include <mutex>
 
 #include "shm/robust_mutex.h"
+#include "util/private_heap.h"
 
 namespace sv::shm {
 namespace {
 
-struct KeeperState {
+struct KeeperState : PrivateHeapObject {
   std::mutex mu;
   std::condition_variable cv;
   pthread_mutex_t* request = nullptr;

@@ -142,7 +142,7 @@ std::optional<OverlayMap::Pin> OverlayMap::pin(uint64_t addr, uint64_t len) {
     SV_INFO("overlay region full: registration of %lu bytes uses cross-memory attach", b - a);
     return std::nullopt;
   }
-  std::vector<Piece> done;
+  PrivateVector<Piece> done;
   for (const MapEntry* e : pieces) {
     uint64_t s = std::max(a, e->start), t = std::min(b, e->end);
     done.push_back(Piece{s, t - s, prot_of(*e)});

@@ -23,6 +23,7 @@
 #include <map>
 #include <optional>
 #include <vector>
+#include "util/private_heap.h"
 
 namespace sv::shm {
 
@@ -70,12 +71,12 @@ class OverlayMap {
     uint64_t arena_off;
     uint64_t len;
     uint32_t pins;
-    std::vector<Piece> pieces;  // original protections, to restore in a fork child
+    PrivateVector<Piece> pieces;  // original protections, to restore in a fork child
   };
   void collect_unmapped_extents();
 
   Arena& arena_;
-  std::map<uint64_t, Extent> extents_;  // page -> extent
+  PrivateMap<uint64_t, Extent> extents_;  // page -> extent
   std::multimap<uint64_t, uint64_t> direct_;  // first page -> end page of live direct registrations
 };
 

@@ -14,13 +14,14 @@
 #include <vector>
 
 #include "shm/layout.h"
+#include "util/private_heap.h"
 
 namespace sv::shm {
 
 class Registry;
 class Arena;
 
-struct Peer {
+struct Peer : PrivateHeapObject {
   uint32_t slot = 0;
   uint32_t incarnation = 0;
   pid_t pid = 0;
@@ -63,12 +64,12 @@ class PeerTable {
   uint32_t lock_id_;
   std::atomic<Peer*> table_[kMaxProcs] = {};
   std::mutex mu_;
-  std::vector<std::pair<Peer*, uint64_t>> retired_;  // unmapped after a grace period
+  PrivateVector<std::pair<Peer*, uint64_t>> retired_;  // unmapped after a grace period
   struct OpenBell {
     uint32_t gen;
     int fd;
   };
-  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, OpenBell> bells_;
+  PrivateMap<std::tuple<uint32_t, uint32_t, uint32_t>, OpenBell> bells_;
 };
 
 }  // namespace sv::shm

@@ -8,10 +8,11 @@
 #include <vector>
 
 #include "shm/layout.h"
+#include "util/private_heap.h"
 
 namespace sv::shm {
 
-class Registry {
+class Registry : public PrivateHeapObject {
  public:
   // Opens the registry of the configured domain, creating it when absent.
   // Returns nullptr (errno set) on failure.

@@ -15,10 +15,11 @@
 
 #include "net/pcap_writer.h"
 #include "net/roce_header.h"
+#include "util/private_heap.h"
 
 namespace sv::roce {
 
-class Capture {
+class Capture : public PrivateHeapObject {
  public:
   static Capture& get();
   bool enabled() const { return enabled_; }

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include "util/private_heap.h"
 
 namespace sv::roce {
 
@@ -54,7 +55,7 @@ struct StatsQp {
   CounterBlock c;
 };
 
-struct StatsFile {
+struct StatsFile : PrivateHeapObject {
   uint32_t magic;
   uint32_t version;
   uint32_t pid;
@@ -87,7 +88,7 @@ class Counters {
 
   StatsFile* file_ = nullptr;
   std::string path_;
-  std::unordered_map<uint32_t, StatsQp*> slots_;
+  PrivateUnorderedMap<uint32_t, StatsQp*> slots_;
   uint32_t last_qpn_ = 0;  // the last lookup, which the next one most often repeats
   StatsQp* last_slot_ = nullptr;
 };

@@ -29,6 +29,7 @@
 #include "transport/roce_targets.h"
 #include "transport/roce_wire.h"
 #include "util/brief_spin_mutex.h"
+#include "util/private_heap.h"
 
 namespace sv {
 
@@ -69,13 +70,13 @@ struct Outbound {
   uint64_t token = 0;  // names its work request to the QP's SendAnswers
   Destination dst;
   net::Request req;  // what its packets say (net/roce_packetiser.h)
-  std::vector<uint8_t> data;  // SEND/WRITE: the payload (unless borrowed); READ: where responses land
+  PrivateVector<uint8_t> data;  // SEND/WRITE: the payload (unless borrowed); READ: where responses land
   // SEND/WRITE of one piece of the application's memory: read from there
   // as its packets go, without a copy at post time (~15% of the sender's
   // core at 1 MiB messages), until the work request completes, is flushed
   // or its memory is deregistered (copy_payload()).
   const uint8_t* borrowed = nullptr;
-  std::vector<Piece> sink;    // READ/atomic: the requester's buffers
+  PrivateVector<Piece> sink;    // READ/atomic: the requester's buffers
   uint32_t npsn = 1;  // PSNs [req.first_psn, req.first_psn + npsn)
   uint32_t sent = 0;   // packets (READ, atomics: all, once the request went) sent so far, from the first
   uint32_t acked = 0;  // packets acknowledged (READ: responses received in order)
@@ -97,7 +98,7 @@ struct Sender {
   SendParams params;               // as the QP last became ready to send
   SendAnswers* answers = nullptr;  // where its work requests are answered
   uint32_t next_psn = 0;
-  std::deque<Outbound> out;
+  PrivateDeque<Outbound> out;
   uint64_t deadline_ns = 0;
   uint32_t retry_left = 0;
   uint8_t timeout = 0;  // the QP's timeout attribute (0: no limit)
@@ -148,7 +149,7 @@ struct Receiver {
   bool in_message = false;
   uint32_t message_psn = 0;  // the PSN its first packet had
   net::RocePacket first;     // the first packet's headers (RETH)
-  std::vector<uint8_t> bytes;  // SEND: the payload so far
+  PrivateVector<uint8_t> bytes;  // SEND: the payload so far
   uint64_t placed = 0;         // WRITE: payload bytes placed so far
   AtomicReplay replays[kAtomicReplays];
   size_t next_replay = 0;
@@ -192,7 +193,7 @@ class Engine {
 
   BriefSpinMutex mu;
   BriefSpinMutex call_mu;
-  std::unordered_map<uint32_t, Sender> senders;      // by local QPN
+  PrivateUnorderedMap<uint32_t, Sender> senders;      // by local QPN
   // Senders with unanswered messages (non-empty `out`): they share
   // kEngineWindowPackets (window()). Kept where an `out` fills
   // (start_reliable) or empties (finish_front, drop_outbound).
@@ -207,8 +208,8 @@ class Engine {
     if (!s.out.empty()) --busy_senders;
     s.out.clear();
   }
-  std::unordered_map<uint32_t, Receiver> receivers;  // by local QPN
-  std::vector<Answer> answers;                       // filled under mu, handed over without it
+  PrivateUnorderedMap<uint32_t, Receiver> receivers;  // by local QPN
+  PrivateVector<Answer> answers;                       // filled under mu, handed over without it
   // Hands each answer to its QP's SendAnswers, in the order they were
   // taken, under call_mu (takes mu for moments; caller holds neither).
   void hand_over_answers();
@@ -306,13 +307,13 @@ class Engine {
     uint32_t mtu = 0;
     uint64_t read_ns = 0;
   };
-  std::unordered_map<in6_addr, LinkMtu, In6Hash, In6Equal> link_mtus_;
+  PrivateUnorderedMap<in6_addr, LinkMtu, In6Hash, In6Equal> link_mtus_;
 
   static constexpr size_t kBatch = 64;
   struct Batch {
-    std::vector<std::vector<uint8_t>> bufs;
-    std::vector<OutDatagram> datagrams;  // into bufs
-    std::vector<uint32_t> qpns;          // the local QP of each
+    PrivateVector<PrivateVector<uint8_t>> bufs;
+    PrivateVector<OutDatagram> datagrams;  // into bufs
+    PrivateVector<uint32_t> qpns;          // the local QP of each
     void clear() {
       datagrams.clear();
       qpns.clear();

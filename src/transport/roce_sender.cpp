@@ -39,7 +39,7 @@ constexpr uint64_t kMinProbeNs = 200'000;
 // clamps it the same way, to its port's MTU, which follows the netdev's).
 uint32_t path_mtu_bytes(const SendParams& p, uint32_t link_mtu) { return std::min(mtu_bytes(p.path_mtu), link_mtu); }
 
-void gather(const Message& m, std::vector<uint8_t>* out) {
+void gather(const Message& m, PrivateVector<uint8_t>* out) {
   out->clear();
   out->reserve(m.length);
   for (uint32_t i = 0; i < m.num_pieces; ++i) out->insert(out->end(), m.pieces[i].addr, m.pieces[i].addr + m.pieces[i].len);
@@ -53,7 +53,7 @@ void Engine::transmit(Stream stream, uint32_t local_qpn, const in6_addr& src, co
   Batch& b = o.building;
   if (b.datagrams.size() == kBatch) send_full(o);
   if (b.bufs.size() <= b.datagrams.size()) b.bufs.emplace_back();
-  std::vector<uint8_t>& buf = b.bufs[b.datagrams.size()];
+  PrivateVector<uint8_t>& buf = b.bufs[b.datagrams.size()];
   buf.resize(kDatagramHeadroom + kDatagramOverhead + len);
   DatagramAddrs a;
   a.src_ip = src;
@@ -152,7 +152,7 @@ void Engine::hand_over_answers() {
     if (answers.empty()) return;
   }
   std::lock_guard c(call_mu);
-  std::vector<Answer> todo;
+  PrivateVector<Answer> todo;
   {
     std::lock_guard g(mu);
     todo.swap(answers);
@@ -192,7 +192,7 @@ Response Engine::send_unreliable(const Message& m) {
     }
   }
   // Packets are built (payload copied) now: one piece needs no gathering.
-  thread_local std::vector<uint8_t> gathered;
+  thread_local PrivateVector<uint8_t> gathered;
   const uint8_t* data = m.num_pieces == 1 ? m.pieces[0].addr : nullptr;
   if (!data) {
     gather(m, &gathered);

@@ -33,6 +33,7 @@
 #include "util/knobs.h"
 #include "util/log.h"
 #include "util/short_slice.h"
+#include "util/private_heap.h"
 
 namespace sv {
 namespace roce {
@@ -49,7 +50,7 @@ constexpr uint64_t kSteadyDrainNs = 40'000;
 // The process's RoCEv2 device: its UDP port and what reaches it (the wire),
 // the QPs it answers for, the engine between them, and the registry slot
 // its QP numbers carry (packets for other slots belong to other processes).
-struct Nic {
+struct Nic : PrivateHeapObject {
   UdpWire port;
   HostTargets targets;
   Engine engine{port, targets};
@@ -89,7 +90,7 @@ namespace {
 // anything larger (truncated) is not RoCE.
 constexpr size_t kSlotBytes = 65536;
 constexpr int kSlots = 16;
-struct ReceiveSlots {
+struct ReceiveSlots : PrivateHeapObject {
   std::vector<uint8_t> storage = std::vector<uint8_t>(kSlots * (net::kDatagramHeadroom + kSlotBytes));
   uint8_t* at(int i) { return storage.data() + i * (net::kDatagramHeadroom + kSlotBytes); }
 };

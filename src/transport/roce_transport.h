@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/transport.h"
+#include "util/private_heap.h"
 
 namespace sv {
 
@@ -12,7 +13,7 @@ namespace roce {
 struct Nic;
 }
 
-class RoceTransport final : public Transport {
+class RoceTransport final : public Transport, public PrivateHeapObject {
  public:
   // A process starts one (verbs/device_list.cpp process_network(): it has
   // one UDP port and one registry slot), shared by its contexts. The engine

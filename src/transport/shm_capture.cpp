@@ -18,6 +18,7 @@
 #include "transport/roce_capture.h"
 #include "transport/roce_request.h"
 #include "transport/roce_verdict.h"
+#include "util/private_heap.h"
 
 namespace sv::roce {
 namespace {
@@ -37,8 +38,8 @@ struct Flow {
 };
 
 std::mutex g_mu;
-std::unordered_map<uint32_t, Flow>& flows() {
-  static auto* f = new std::unordered_map<uint32_t, Flow>();  // never destroyed: messages may flow until exit
+PrivateUnorderedMap<uint32_t, Flow>& flows() {
+  static auto* f = new_private<PrivateUnorderedMap<uint32_t, Flow>>();  // never destroyed: messages may flow until exit
   return *f;
 }
 

@@ -19,10 +19,11 @@
 #include "core/recv_queue.h"
 #include "shm/layout.h"
 #include "shm/peers.h"
+#include "util/private_heap.h"
 
 namespace sv {
 
-struct ShmConnection {
+struct ShmConnection : PrivateHeapObject {
   // The target QP, as last found. `proc` is the owner's registry slot (never
   // unmapped); `owner` is valid while that slot keeps `owner_incarnation`.
   const shm::ProcSlot* proc = nullptr;
@@ -58,7 +59,7 @@ class ShmConnections {
   // Two levels, so that a process with few QPs spends a few KiB: the index
   // space (shm::kMaxQps) is 64 Ki.
   static constexpr uint32_t kChunk = 256;
-  struct Chunk {
+  struct Chunk : PrivateHeapObject {
     std::atomic<ShmConnection*> entries[kChunk] = {};
   };
   std::atomic<Chunk*> chunks_[shm::kMaxQps / kChunk] = {};

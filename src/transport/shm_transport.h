@@ -8,10 +8,11 @@
 #include "core/transport.h"
 #include "shm/host.h"
 #include "transport/shm_connections.h"
+#include "util/private_heap.h"
 
 namespace sv {
 
-class ShmTransport final : public Transport {
+class ShmTransport final : public Transport, public PrivateHeapObject {
  public:
   // `wire`: the network transport, which carries a multicast send to the
   // group's members on other hosts (nullptr: this host only).

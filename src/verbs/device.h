@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include "util/private_heap.h"
 
 namespace sv {
 class Transport;
@@ -14,7 +15,7 @@ class Transport;
 
 namespace sv::abi {
 
-struct DeviceHandle {
+struct DeviceHandle : PrivateHeapObject {
   ibv_device dev;
   // The fields of rdma-core's struct verbs_device that follow ibv_device.
   // mlx5dv_*/efadv_* compare `ops` with their own to recognise their devices.

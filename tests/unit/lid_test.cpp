@@ -47,15 +47,15 @@ TEST(Lid, TwoHostsNameEachOtherByTheirAddresses) {
 }
 
 TEST(Lid, NoUnicastLidFallsBackToOne) {
-  EXPECT_EQ(host_lid({v4("127.0.0.1", "lo", true)}), 1) << "loopback only";
-  EXPECT_EQ(host_lid({v4("10.1.0.0", "eth0")}), 1) << "x.y.0.0 ends in LID 0";
-  EXPECT_EQ(host_lid({v4("10.1.200.7", "eth0")}), 1) << "0xC807 is a multicast LID";
-  EXPECT_EQ(host_lid({v4("192.0.2.2", "eth0")}), 0x0202);
+  EXPECT_EQ(host_lid(std::vector<GidEntry>{v4("127.0.0.1", "lo", true)}), 1) << "loopback only";
+  EXPECT_EQ(host_lid(std::vector<GidEntry>{v4("10.1.0.0", "eth0")}), 1) << "x.y.0.0 ends in LID 0";
+  EXPECT_EQ(host_lid(std::vector<GidEntry>{v4("10.1.200.7", "eth0")}), 1) << "0xC807 is a multicast LID";
+  EXPECT_EQ(host_lid(std::vector<GidEntry>{v4("192.0.2.2", "eth0")}), 0x0202);
   ibv_gid g{};
   const std::vector<GidEntry> a = {v4("10.96.0.1", "veth")};
   EXPECT_FALSE(gid_of_lid(0, a, &g));
   EXPECT_FALSE(gid_of_lid(0xC001, a, &g)) << "multicast LIDs need a GRH";
-  EXPECT_FALSE(gid_of_lid(7, {v4("127.0.0.1", "lo", true)}, &g)) << "no address to complete it";
+  EXPECT_FALSE(gid_of_lid(7, std::vector<GidEntry>{v4("127.0.0.1", "lo", true)}, &g)) << "no address to complete it";
   EXPECT_EQ(lid_of_gid(v6("fd00::9", "x").gid, a, 1), 0) << "an IPv6 host has no LID here";
 }
 

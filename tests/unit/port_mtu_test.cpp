@@ -55,19 +55,19 @@ GidEntry entry(uint32_t ifindex, const char* name, int mtu, bool loopback) {
 
 TEST(PortMtu, FirstNetworkInterfaceSetsThePortMtu) {
   // Only loopback: intra-host traffic has no link to fit, max_mtu it is.
-  EXPECT_EQ(port_active_mtu({entry(1, "lo", 65536, true)}), IBV_MTU_4096);
-  EXPECT_EQ(port_active_mtu({}), IBV_MTU_4096);
+  EXPECT_EQ(port_active_mtu(std::vector<GidEntry>{entry(1, "lo", 65536, true)}), IBV_MTU_4096);
+  EXPECT_EQ(port_active_mtu(std::vector<GidEntry>{}), IBV_MTU_4096);
   // lo first (ifindex 1), then a 1500-byte link: the link's.
-  EXPECT_EQ(port_active_mtu({entry(1, "lo", 65536, true), entry(2, "eth0", 1500, false)}), IBV_MTU_1024);
+  EXPECT_EQ(port_active_mtu(std::vector<GidEntry>{entry(1, "lo", 65536, true), entry(2, "eth0", 1500, false)}), IBV_MTU_1024);
   // The first GID not on loopback decides, not the largest or smallest link.
-  EXPECT_EQ(port_active_mtu({entry(1, "lo", 65536, true), entry(2, "eth0", 9000, false),
+  EXPECT_EQ(port_active_mtu(std::vector<GidEntry>{entry(1, "lo", 65536, true), entry(2, "eth0", 9000, false),
                              entry(3, "eth1", 1500, false)}),
             IBV_MTU_4096);
-  EXPECT_EQ(port_active_mtu({entry(1, "lo", 65536, true), entry(2, "eth0", 1100, false),
+  EXPECT_EQ(port_active_mtu(std::vector<GidEntry>{entry(1, "lo", 65536, true), entry(2, "eth0", 1100, false),
                              entry(3, "eth1", 9000, false)}),
             IBV_MTU_512);
   // An interface whose MTU could not be read: 1024, as for an unknown route.
-  EXPECT_EQ(port_active_mtu({entry(1, "lo", 65536, true), entry(2, "eth0", 0, false)}), IBV_MTU_1024);
+  EXPECT_EQ(port_active_mtu(std::vector<GidEntry>{entry(1, "lo", 65536, true), entry(2, "eth0", 0, false)}), IBV_MTU_1024);
 }
 
 TEST(PortMtu, GidTableCarriesEachInterfacesMtu) {
