@@ -76,10 +76,7 @@ TEST(AsyncEvents, CommunicationEstablishedOnceForAQpInRtr) {
 
 TEST(AsyncEvents, LastWqeReachedWhenASrqQpEntersError) {
   Device dev;
-  ibv_srq_init_attr sa{};
-  sa.attr.max_wr = 8;
-  sa.attr.max_sge = 1;
-  ibv_srq* srq = ibv_create_srq(dev.pd, &sa);
+  ibv_srq* srq = create_srq(dev.pd, 8);
   ASSERT_NE(srq, nullptr);
   {
     QpPair p(dev, IBV_QPT_RC, 16, srq);

@@ -451,10 +451,7 @@ TEST(CqDestroy, BusyWhileAQpOrSrqQpUsesIt) {
     ASSERT_TRUE(cq && other);
     ibv_srq* srq = nullptr;
     if (c.with_srq) {
-      ibv_srq_init_attr sa{};
-      sa.attr.max_wr = 16;
-      sa.attr.max_sge = 1;
-      srq = ibv_create_srq(dev.pd, &sa);
+      srq = create_srq(dev.pd, 16);
       ASSERT_NE(srq, nullptr);
     }
     ibv_qp* qp = create_qp(dev.pd, IBV_QPT_RC, c.as_send ? cq : other, c.as_recv ? cq : other, 16, srq);

@@ -578,13 +578,12 @@ TEST_P(PerType, ReceiveRingKeptFullTakesEachWqeOnce) {
 // The same through an SRQ that two QPs (their own CQs) deliver to in turn.
 TEST(Srq, KeptFullTakesEachWqeOnceFromTwoQps) {
   Device dev;
-  ibv_srq_init_attr ia{};
-  ia.attr.max_wr = 4;
-  ia.attr.max_sge = 1;
-  ibv_srq* srq = ibv_create_srq(dev.pd, &ia);
+  ibv_srq* srq = create_srq(dev.pd, 4);
   ASSERT_NE(srq, nullptr);
+  ibv_srq_attr got{};
+  ASSERT_EQ(ibv_query_srq(srq, &got), 0);
   {
-    const uint32_t depth = ia.attr.max_wr;
+    const uint32_t depth = got.max_wr;
     QpPair p1(dev, IBV_QPT_RC, 8, srq), p2(dev, IBV_QPT_RC, 8, srq);
     QpPair* pairs[] = {&p1, &p2};
     Buffer src(dev.pd, 64), dst(dev.pd, size_t{depth} * 64);
@@ -827,10 +826,7 @@ TEST(Srq, CreateWritesBackAndQuery) {
 
 TEST(Srq, SharedBySeveralQps) {
   Device dev;
-  ibv_srq_init_attr ia{};
-  ia.attr.max_wr = 16;
-  ia.attr.max_sge = 1;
-  ibv_srq* srq = ibv_create_srq(dev.pd, &ia);
+  ibv_srq* srq = create_srq(dev.pd, 16);
   ASSERT_NE(srq, nullptr);
   {
     QpPair p1(dev, IBV_QPT_RC, 16, srq), p2(dev, IBV_QPT_RC, 16, srq), p3(dev, IBV_QPT_UD, 16, srq);
@@ -866,10 +862,7 @@ TEST(Srq, LimitEventFiresOnceBelowTheLimit) {
   Device dev;
   int fl = fcntl(dev.ctx->async_fd, F_GETFL);
   ASSERT_EQ(fcntl(dev.ctx->async_fd, F_SETFL, fl | O_NONBLOCK), 0);
-  ibv_srq_init_attr ia{};
-  ia.attr.max_wr = 16;
-  ia.attr.max_sge = 1;
-  ibv_srq* srq = ibv_create_srq(dev.pd, &ia);
+  ibv_srq* srq = create_srq(dev.pd, 16);
   ASSERT_NE(srq, nullptr);
   {
     QpPair p(dev, IBV_QPT_RC, 16, srq);
@@ -917,10 +910,7 @@ TEST(Srq, LimitEventFiresOnceBelowTheLimit) {
 
 TEST(Srq, DestroyInUseIsEbusy) {
   Device dev;
-  ibv_srq_init_attr ia{};
-  ia.attr.max_wr = 16;
-  ia.attr.max_sge = 1;
-  ibv_srq* srq = ibv_create_srq(dev.pd, &ia);
+  ibv_srq* srq = create_srq(dev.pd, 16);
   ASSERT_NE(srq, nullptr);
   ibv_cq* cq = ibv_create_cq(dev.ctx, 16, nullptr, nullptr, 0);
   ASSERT_NE(cq, nullptr);

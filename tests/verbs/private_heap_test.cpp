@@ -61,10 +61,7 @@ TEST(PrivateHeap, VerbsObjectsShareNoPageWithMalloc) {
   Buffer buf(dev.pd, 4096);
   ibv_comp_channel* channel = ibv_create_comp_channel(dev.ctx);
   ASSERT_NE(channel, nullptr);
-  ibv_srq_init_attr sa{};
-  sa.attr.max_wr = 16;
-  sa.attr.max_sge = 1;
-  ibv_srq* srq = ibv_create_srq(dev.pd, &sa);
+  ibv_srq* srq = create_srq(dev.pd, 16);
   ASSERT_NE(srq, nullptr);
   ibv_mw* mw = ibv_alloc_mw(dev.pd, IBV_MW_TYPE_2);
   ASSERT_NE(mw, nullptr);

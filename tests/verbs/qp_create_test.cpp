@@ -44,11 +44,8 @@ struct Env {
     cq = ibv_create_cq(dev.ctx, 256, nullptr, nullptr, 0);
     cq2 = ibv_create_cq(dev.ctx, 256, nullptr, nullptr, 0);
     other_cq = ibv_create_cq(other.ctx, 16, nullptr, nullptr, 0);
-    ibv_srq_init_attr sa{};
-    sa.attr.max_wr = 16;
-    sa.attr.max_sge = 1;
-    srq = ibv_create_srq(dev.pd, &sa);
-    other_srq = ibv_create_srq(other.pd, &sa);
+    srq = create_srq(dev.pd, 16);
+    other_srq = create_srq(other.pd, 16);
     ibv_query_device(dev.ctx, &attr);
   }
 };
@@ -778,10 +775,7 @@ TEST(QpCreateInUse, CqUsedByQpIsBusyUntilQpDestroyed) {
 TEST(QpCreateInUse, SrqUsedByQpIsBusyUntilQpDestroyed) {
   Device dev;
   ibv_cq* cq = ibv_create_cq(dev.ctx, 16, nullptr, nullptr, 0);
-  ibv_srq_init_attr sa{};
-  sa.attr.max_wr = 4;
-  sa.attr.max_sge = 1;
-  ibv_srq* srq = ibv_create_srq(dev.pd, &sa);
+  ibv_srq* srq = create_srq(dev.pd, 4);
   ASSERT_TRUE(cq && srq);
   ibv_qp_init_attr ia{};
   ia.qp_type = IBV_QPT_RC;

@@ -75,6 +75,14 @@ ibv_ah* make_ah(ibv_pd* pd, int gid_index);
 // status, or IBV_WC_GENERAL_ERR when the post failed or nothing came.
 ibv_wc_status post_and_wait(ibv_qp* qp, ibv_cq* cq, ibv_send_wr wr);
 
+// An SRQ of `max_wr` WRs of `max_sge` SGEs; nullptr + errno.
+inline ibv_srq* create_srq(ibv_pd* pd, uint32_t max_wr, uint32_t max_sge = 1) {
+  ibv_srq_init_attr a{};
+  a.attr.max_wr = max_wr;
+  a.attr.max_sge = max_sge;
+  return ibv_create_srq(pd, &a);
+}
+
 // An RC QP in RESET, both queues on `cq`: `depth` WRs, one SGE each.
 ibv_qp* create_rc_qp(ibv_pd* pd, ibv_cq* cq, uint32_t depth = 8);
 
