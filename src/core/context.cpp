@@ -111,8 +111,7 @@ void Context::destroy() {
 void Context::refresh_gids_locked() {
   uint64_t now = monotonic_ns();
   if (gids_read_ns && now - gids_read_ns < 1'000'000'000ull) return;
-  std::vector<GidEntry> now_read = read_gid_table();
-  gids.assign(now_read.begin(), now_read.end());
+  gids = read_gid_table();
   gids_read_ns = now;
 }
 
@@ -135,10 +134,10 @@ int Context::gid_count() {
   return static_cast<int>(gids.size());
 }
 
-std::vector<GidEntry> Context::gid_table() {
+PrivateVector<GidEntry> Context::gid_table() {
   std::lock_guard g(gid_mu);
   refresh_gids_locked();
-  return {gids.begin(), gids.end()};
+  return gids;
 }
 
 uint16_t Context::lid() {

@@ -89,7 +89,7 @@ struct Context : verbs_context, PrivateHeapObject {
   bool gid_at(int index, GidEntry* out);
   int gid_count();
   // The GID table (a copy): what port attributes and LIDs derive from.
-  std::vector<GidEntry> gid_table();
+  PrivateVector<GidEntry> gid_table();
   // The next lookup reads the host's addresses (and link MTUs) again: they changed.
   void forget_gids();
   // Index of `gid` in the table, or -1.

@@ -1,6 +1,5 @@
 #include "core/device_attr.h"
 
-#include <span>
 #include <endian.h>
 
 #include <cstdio>

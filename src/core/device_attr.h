@@ -2,10 +2,10 @@
 // from limits.h so they always describe what the verbs really accept.
 #pragma once
 
-#include <span>
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/gid_table.h"

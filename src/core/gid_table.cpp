@@ -1,6 +1,5 @@
 #include "core/gid_table.h"
 
-#include <span>
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -59,8 +58,8 @@ int interface_mtu(int fd, const char* name) {
 
 }  // namespace
 
-std::vector<GidEntry> read_gid_table() {
-  std::vector<GidEntry> out;
+PrivateVector<GidEntry> read_gid_table() {
+  PrivateVector<GidEntry> out;
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return out;
   const int fd = kernel_socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);

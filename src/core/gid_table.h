@@ -7,12 +7,14 @@
 // only where loopback is the only interface up.
 #pragma once
 
-#include <span>
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
+
+#include "util/private_heap.h"
 
 namespace sv {
 
@@ -24,7 +26,7 @@ struct GidEntry {
   bool loopback;  // IFF_LOOPBACK
 };
 
-std::vector<GidEntry> read_gid_table();
+PrivateVector<GidEntry> read_gid_table();
 
 // The port's active MTU for a GID table: the IB MTU (ib_mtu_for_link) of the
 // interface that carries the first GID not on a loopback interface, as rxe

@@ -1,6 +1,5 @@
 #include "core/lid.h"
 
-#include <span>
 #include <cstring>
 
 #include "util/log.h"

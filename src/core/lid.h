@@ -11,10 +11,10 @@
 // has LID 1.
 #pragma once
 
-#include <span>
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/gid_table.h"

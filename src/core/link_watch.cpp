@@ -45,14 +45,14 @@ bool same_gids(std::span<const GidEntry> a, std::span<const GidEntry> b) {
 
 // Compares the host's addresses with what the contexts were told last.
 void recheck() {
-  std::vector<GidEntry> now = read_gid_table();
+  PrivateVector<GidEntry> now = read_gid_table();
   Watch& w = watch();
   std::lock_guard g(w.mu);
   if (same_gids(now, w.gids)) {
     // Same GIDs; an interface's MTU may have changed, and with it the
     // port's active MTU: rxe follows it (NETDEV_CHANGEMTU) with no event.
     const ibv_mtu before = port_active_mtu(w.gids), after = port_active_mtu(now);
-    w.gids.assign(now.begin(), now.end());
+    w.gids = std::move(now);
     if (before != after) {
       SV_INFO("port 1: active MTU %u -> %u (the link's MTU changed)", ib_mtu_bytes(before), ib_mtu_bytes(after));
       for (Context* ctx : w.contexts) ctx->forget_gids();
@@ -60,7 +60,7 @@ void recheck() {
     return;
   }
   const bool was_active = !w.gids.empty(), active = !now.empty();
-  w.gids.assign(now.begin(), now.end());
+  w.gids = std::move(now);
   SV_INFO("port 1: GID table changed (%zu entries)%s", w.gids.size(),
           was_active == active ? "" : active ? ", port ACTIVE" : ", port DOWN");
   for (Context* ctx : w.contexts) {
@@ -108,8 +108,7 @@ void start_locked(Watch& w) {
     close(fd);
     return;
   }
-  std::vector<GidEntry> first = read_gid_table();
-  w.gids.assign(first.begin(), first.end());
+  w.gids = read_gid_table();
   w.started = true;
   sigset_t all, old;
   sigfillset(&all);

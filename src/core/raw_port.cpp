@@ -409,11 +409,7 @@ int raw_attach(Qp* qp) {
   if (!port) {
     int fd = open_socket(ifindex);
     if (fd < 0) return errno == EPERM || errno == EACCES ? EPERM : errno;
-    port = new Port;
-    port->ifname = ifname;
-    port->ifindex = ifindex;
-    port->fd = fd;
-    port->loopback = is_loopback(ifname);
+    port = new Port{{}, ifname, ifindex, fd, {}, {}, false, is_loopback(ifname)};
     net().ports.push_back(port);
     start_locked();
     wake();

@@ -72,13 +72,10 @@ class PrivateHeap final : public std::pmr::memory_resource {
 };
 
 PrivateHeap& heap() {
-  // On pages of its own like everything it hands out; never destroyed.
-  static PrivateHeap* h = [] {
-    void* p = mmap(nullptr, whole_pages(sizeof(PrivateHeap)), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
-    if (p == MAP_FAILED) throw std::bad_alloc();
-    return new (p) PrivateHeap;
-  }();
+  // In this library's own static storage, never the application's heap;
+  // never destroyed (detached threads allocate until exit).
+  alignas(PrivateHeap) static unsigned char storage[sizeof(PrivateHeap)];
+  static PrivateHeap* h = new (storage) PrivateHeap;
   return *h;
 }
 

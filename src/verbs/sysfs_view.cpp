@@ -89,7 +89,7 @@ void describe_device(const std::string& name, Files* files, Links* links) {
   const std::string dev = "class/infiniband/" + name + "/";
   ibv_device_attr attr{};
   fill_device_attr(&attr);
-  const std::vector<GidEntry> gids = read_gid_table();
+  const PrivateVector<GidEntry> gids = read_gid_table();
   const int gid_count = std::min<int>(static_cast<int>(gids.size()), limits::kGidTableLen);
   ibv_port_attr port{};
   fill_port_attr(&port, gids);
