@@ -127,6 +127,7 @@ cp "$inject" "$out/inject" && chmod 755 "$out/inject"
 # service on this machine's two cores take milliseconds a round trip.)
 attack() {  # attack udp|service: a long pair, nobody's forged NAKs at the client's PSNs
   local how=$1 iters=3000
+  : >"$out/atk.server"; : >"$out/atk.client"  # not the previous attack's lines
   ip netns exec "$n" env "SOFTVERBS_RUNTIME_DIR=$out/rt-nobody" "${as_nobody[@]}" timeout 60 stdbuf -oL \
     ibv_rc_pingpong -g "$gid" -p 18610 -n $iters -s 512 -e >"$out/atk.server" 2>&1 &
   local server=$!

@@ -81,6 +81,10 @@ ga=$(gid_of "$a" ::ffff:10.97.0.1) gb=$(gid_of "$b" ::ffff:10.97.0.2)
 ud_case() {  # $1 sender namespace, $2 its GID index, $3 destination GID, $4 expected "received" lines; lengths follow
   local ns=$1 sgid=$2 dgid=$3 expect=$4
   shift 4
+  # Emptied here, not by the receiver's redirection: the wait below must not
+  # read the previous case's "qpn" line before the new receiver's shell
+  # truncates the file.
+  : >"$out/recv"
   ip netns exec "$a" timeout 30 "$tool" recv 2500 >"$out/recv" 2>&1 &
   local receiver=$!
   for _ in $(seq 100); do grep -q "^qpn" "$out/recv" && break; sleep 0.05; done
