@@ -6,6 +6,8 @@
 # the CPU both processes of a pair spent per GB moved (task-clock of every
 # thread, network threads included, from perf stat). Prints Markdown tables.
 #   bench/scale.sh [BUILD_DIR] [ROUNDS] [SECONDS]
+# SCALE_CASES, an extended regex, keeps the cases whose "path|pairs|size|args"
+# line it matches (e.g. SCALE_CASES='^net' for the RoCEv2 rows alone).
 # Needs root (namespaces) and perf. CPU placement: none, the kernel
 # schedules every process over the machine's CPUs.
 set -u
@@ -66,6 +68,11 @@ cases=(
   "net|1|65536|-s 65536 -q 256"
   "net|4|65536|-s 65536 -q 1"
 )
+if [[ -n ${SCALE_CASES:-} ]]; then
+  kept=()
+  for c in "${cases[@]}"; do [[ $c =~ $SCALE_CASES ]] && kept+=("$c"); done
+  cases=("${kept[@]}")
+fi
 declare -A got
 for r in $(seq "$rounds"); do
   for c in "${cases[@]}"; do

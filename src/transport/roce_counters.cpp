@@ -21,7 +21,8 @@ const char* counter_name(uint32_t c) {
       "retransmits",    "ack_timeouts",       "probes",       "seq_naks_sent",      "seq_naks_received",
       "rnr_naks_sent",  "rnr_naks_received",  "error_naks_sent",    "error_naks_received",
       "duplicates",     "icrc_errors",        "no_qp",              "wrong_transport",
-      "stale_reads",    "foreign_senders"};
+      "stale_reads",    "foreign_senders", "forwarded",
+      "steered_flows"};
   return c < kCounterCount ? kNames[c] : "?";
 }
 

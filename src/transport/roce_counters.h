@@ -37,6 +37,8 @@ enum Counter : uint32_t {
   kWrongTransport,    // dropped: an opcode of another transport than the QP's
   kStaleReads,        // dropped: a READ with a past PSN that is none of the last executed
   kForeignSenders,    // dropped: handed to us through a unix socket by another user's process
+  kForwarded,         // packets for another process of this host, handed to it (roce_forward.h)
+  kSteeredFlows,      // flows the kernel now brings straight to this process (roce_steering.h)
   kCounterCount
 };
 const char* counter_name(uint32_t c);
@@ -46,7 +48,7 @@ struct CounterBlock {
 };
 
 inline constexpr uint32_t kStatsMagic = 0x53565354;  // "SVST"
-inline constexpr uint32_t kStatsVersion = 4;
+inline constexpr uint32_t kStatsVersion = 5;
 inline constexpr uint32_t kStatsQps = 256;  // QPs counted one by one; the rest only in the device total
 
 struct StatsQp {

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "shm/runtime_dir.h"
+#include "util/clock.h"
 #include "util/knobs.h"
 #include "util/log.h"
 #include "util/peer_credentials.h"
@@ -94,10 +95,18 @@ bool Forwarder::forward(uint32_t slot, const DatagramInfo& info, uint16_t dst_po
   msg.msg_namelen = alen;
   msg.msg_iov = iov;
   msg.msg_iovlen = 2;
+  // A burst waits for room in the receiver's short queue (SO_SNDTIMEO)
+  // unless a wait just ran out: two processes that forward to each other,
+  // each waiting for the other to read, would otherwise stall a whole
+  // timeout per packet. For a while after one, what finds no room is lost
+  // at once, as on a wire (RC sends it again), and this thread goes back
+  // to reading its own queue.
+  const bool wait = monotonic_ns() >= congested_until_ns_;
   for (;;) {
-    ssize_t n = sendmsg(send_fd_, &msg, 0);
+    ssize_t n = sendmsg(send_fd_, &msg, wait ? 0 : MSG_DONTWAIT);
     if (n == static_cast<ssize_t>(sizeof h + len)) return true;
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && wait && (errno == EAGAIN || errno == EWOULDBLOCK)) congested_until_ns_ = monotonic_ns() + kCongestedNs;
     return false;  // gone, or not reading: lost, as on a wire
   }
 }

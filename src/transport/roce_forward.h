@@ -61,9 +61,13 @@ class Forwarder {
  private:
   sockaddr_un address_of(uint32_t slot, socklen_t* len) const;
 
+  // After a send that waited in vain, how long sends do not wait.
+  static constexpr uint64_t kCongestedNs = 2'000'000;
+
   int fd_ = -1;       // ours, bound: what others forward to us
   int send_fd_ = -1;  // unbound, blocking with a short timeout: what we forward
   uint64_t foreign_ = 0;
+  uint64_t congested_until_ns_ = 0;  // monotonic_ns(): sends do not wait for room before this
   std::string bound_path_;  // a filesystem name we bound (empty: abstract)
   std::string dir_;              // the runtime directory; empty: abstract names (a named domain)
   std::string file_prefix_;      // roce-<netns>- : a slot's file in dir_

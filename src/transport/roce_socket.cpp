@@ -29,8 +29,26 @@ constexpr int kSocketBufferBytes = 4 << 20;
 
 void set_int(int fd, int level, int name, int value) { setsockopt(fd, level, name, &value, sizeof value); }
 
-// A UDP socket of `family` bound to `port` (0: any); -1 on failure.
-int bound_socket(int family, uint16_t port, bool shared = true) {
+// `addr` port `port` as the socket calls of its family take it; its length.
+socklen_t socket_address(const in6_addr& addr, uint16_t port, sockaddr_storage* ss) {
+  *ss = sockaddr_storage{};
+  if (net::is_v4_mapped(addr)) {
+    auto* sin = reinterpret_cast<sockaddr_in*>(ss);
+    sin->sin_family = AF_INET;
+    sin->sin_port = htons(port);
+    std::memcpy(&sin->sin_addr, addr.s6_addr + 12, 4);
+    return sizeof *sin;
+  }
+  auto* sin6 = reinterpret_cast<sockaddr_in6*>(ss);
+  sin6->sin6_family = AF_INET6;
+  sin6->sin6_port = htons(port);
+  sin6->sin6_addr = addr;
+  return sizeof *sin6;
+}
+
+// A UDP socket of `family` bound to `port` (0: any) at `local` (nullptr:
+// every address); -1 on failure.
+int bound_socket(int family, uint16_t port, bool shared = true, const in6_addr* local = nullptr) {
   int fd = kernel_socket(family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -1;
   // Every process of the user binds the RoCE port together: the kernel
@@ -38,20 +56,10 @@ int bound_socket(int family, uint16_t port, bool shared = true) {
   // forwards what is for another process (roce_forward.h). When one exits,
   // its flows move to another at once.
   if (port && shared) set_int(fd, SOL_SOCKET, SO_REUSEPORT, 1);
+  if (family == AF_INET6) set_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1);
   sockaddr_storage ss{};
-  socklen_t len;
-  if (family == AF_INET) {
-    auto* sin = reinterpret_cast<sockaddr_in*>(&ss);
-    sin->sin_family = AF_INET;
-    sin->sin_port = htons(port);
-    len = sizeof *sin;
-  } else {
-    set_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1);
-    auto* sin6 = reinterpret_cast<sockaddr_in6*>(&ss);
-    sin6->sin6_family = AF_INET6;
-    sin6->sin6_port = htons(port);
-    len = sizeof *sin6;
-  }
+  const socklen_t len =
+      socket_address(local ? *local : family == AF_INET ? net::v4_mapped(0) : in6addr_any, port, &ss);
   if (bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) {
     int e = errno;
     ::close(fd);
@@ -79,6 +87,29 @@ int bound_socket(int family, uint16_t port, bool shared = true) {
   }
   return fd;
 }
+
+}  // namespace
+
+int connected_roce_socket(const in6_addr& local, const in6_addr& remote, uint16_t remote_port) {
+  const int family = net::is_v4_mapped(remote) ? AF_INET : AF_INET6;
+  if (net::is_v4_mapped(local) != (family == AF_INET)) {
+    errno = EAFNOSUPPORT;
+    return -1;
+  }
+  int fd = bound_socket(family, net::kRoceUdpPort, /*shared=*/true, &local);
+  if (fd < 0) return -1;
+  sockaddr_storage ss;
+  const socklen_t len = socket_address(remote, remote_port, &ss);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) {
+    int e = errno;
+    ::close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+namespace {
 
 uint16_t local_port(int fd) {
   sockaddr_storage ss{};
@@ -247,7 +278,21 @@ bool RoceSocket::open(bool roce_port) {
   if (fd6_ < 0 && owns_port_) fd6_ = bound_socket(AF_INET6, 0);  // no IPv6 port: IPv4 still works
   port4_ = local_port(fd4_);
   port6_ = local_port(fd6_);
+  if (owns_port_) open_send_sockets();
   return fd4_ >= 0 || fd6_ >= 0;
+}
+
+void RoceSocket::open_send_sockets() {
+  // Our packets leave from a port of this process's own, as a NIC's leave
+  // from a port of the QP's: RoCEv2 answers go to 4791 whatever the source
+  // port, and a peer's process can then tell our flow from those of our
+  // host's other processes and have it brought straight to itself
+  // (roce_steering.h). From 4791, every flow between two hosts would be
+  // one, given by the kernel to a single process that forwards the rest.
+  if (send_fd4_ < 0) send_fd4_ = bound_socket(AF_INET, 0);
+  if (send_fd6_ < 0) send_fd6_ = bound_socket(AF_INET6, 0);
+  send_port4_ = send_fd4_ >= 0 ? local_port(send_fd4_) : port4_;
+  send_port6_ = send_fd6_ >= 0 ? local_port(send_fd6_) : port6_;
 }
 
 bool RoceSocket::try_own() {
@@ -263,6 +308,7 @@ bool RoceSocket::try_own() {
   port4_ = local_port(fd4_);
   port6_ = local_port(fd6_);
   owns_port_ = true;
+  open_send_sockets();
   SV_INFO("this process now owns UDP port %u in its network namespace", net::kRoceUdpPort);
   return true;
 }
@@ -281,13 +327,20 @@ void RoceSocket::leave_group() {
 }
 
 void RoceSocket::close() {
-  if (fd4_ >= 0) ::close(fd4_);
-  if (fd6_ >= 0) ::close(fd6_);
-  fd4_ = fd6_ = -1;
+  for (int* fd : {&fd4_, &fd6_, &send_fd4_, &send_fd6_}) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+  }
   owns_port_ = false;
 }
 
-uint16_t RoceSocket::source_port(const in6_addr& dst) const { return net::is_v4_mapped(dst) ? port4_ : port6_; }
+uint16_t RoceSocket::source_port(const in6_addr& dst) const {
+  const bool v4 = net::is_v4_mapped(dst);
+  if (v4 ? send_fd4_ >= 0 : send_fd6_ >= 0) return v4 ? send_port4_ : send_port6_;
+  return v4 ? port4_ : port6_;
+}
+
+uint16_t RoceSocket::receive_port(bool v4) const { return v4 ? port4_ : port6_; }
 
 namespace {
 
@@ -404,7 +457,7 @@ bool RoceSocket::send(const in6_addr& src, const in6_addr& dst, uint16_t dst_por
   sockaddr_storage to;
   iovec iov;
   SendControl control;
-  const int fd = prepare(d, &msg, &to, &iov, &control) == 0 ? fd4_ : fd6_;
+  const int fd = sending_fd(prepare(d, &msg, &to, &iov, &control));
   if (fd < 0) {
     errno = EAFNOSUPPORT;
     return false;
@@ -448,7 +501,7 @@ void RoceSocket::send_many(OutDatagram* d, size_t count) {
       runs[m++] = n;
       i += n;
     }
-    const int fd = family == 0 ? fd4_ : fd6_;
+    const int fd = sending_fd(family);
     size_t done = 0, at = first;
     while (fd >= 0 && done < m) {
       int sent = sendmmsg(fd, msgs + done, static_cast<unsigned>(m - done), 0);

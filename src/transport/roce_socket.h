@@ -31,6 +31,12 @@ struct DatagramInfo {
   uint8_t hop_limit = 64;
 };
 
+// A UDP socket on the RoCE port at `local` (shared with our other
+// processes' sockets) connected to `remote` port `remote_port`: the kernel
+// gives it that flow's packets and no other's (roce_steering.h). -1 (errno)
+// when it cannot be had.
+int connected_roce_socket(const in6_addr& local, const in6_addr& remote, uint16_t remote_port);
+
 // The largest IB MTU (256..4096) whose packets fit the link that leads to
 // `dst` (a group: the link of `src`), as rxe derives its port MTU from the
 // netdev's (headers allowed for); 1024 when the route is unknown.
@@ -60,8 +66,12 @@ class RoceSocket {
   // queued can still be read.
   void leave_group();
   bool owns_roce_port() const { return owns_port_; }
-  // This process's UDP source port for `dst`'s family.
+  // This process's UDP source port for `dst`'s family: a port of its own
+  // (not 4791, which all our processes share).
   uint16_t source_port(const in6_addr& dst) const;
+  // The port fd4() (v4) or fd6() receives on: 4791, or an ephemeral one
+  // while another program holds it.
+  uint16_t receive_port(bool v4) const;
   int fd4() const { return fd4_; }
   int fd6() const { return fd6_; }
 
@@ -87,8 +97,17 @@ class RoceSocket {
                    DatagramInfo* infos);
 
  private:
-  int fd4_ = -1, fd6_ = -1;
+  void open_send_sockets();
+  // Sends leave from the socket of family index `f` (0: IPv4) that has
+  // this process's own port, or from the receiving one.
+  int sending_fd(int f) const {
+    return f == 0 ? (send_fd4_ >= 0 ? send_fd4_ : fd4_) : (send_fd6_ >= 0 ? send_fd6_ : fd6_);
+  }
+
+  int fd4_ = -1, fd6_ = -1;  // receiving (and, without the RoCE port, sending)
   uint16_t port4_ = 0, port6_ = 0;
+  int send_fd4_ = -1, send_fd6_ = -1;  // sending, on ports of their own, once we hold the RoCE port
+  uint16_t send_port4_ = 0, send_port6_ = 0;
   bool owns_port_ = false;
   bool gso_ = true;  // cleared when the kernel refuses UDP_SEGMENT
 };

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -114,6 +115,9 @@ void after_fork_in_child() {
   Engine& e = n.engine;
   n.port.sock.close();
   n.port.fwd.close();
+  n.port.steered.close();
+  if (n.port.wake_fd >= 0) close(n.port.wake_fd);
+  n.port.wake_fd = -1;
   n.port.service.store(nullptr);  // (the child's Host has its own, or none)
   if (n.port.timer_fd >= 0) close(n.port.timer_fd);
   n.port.timer_fd = -1;
@@ -239,7 +243,16 @@ void handle_datagram(Nic& n, uint8_t* buf, size_t len, const DatagramInfo& info,
   if (owner != n.slot) {
     if (forwarded || !n.port.fwd.forward(owner, info, local_port, buf + net::kDatagramHeadroom, len))
       e.counters.add_device(kNoQp);
+    else
+      e.counters.add_device(kForwarded);
     return;
+  }
+  // Ours, but another process got it from the kernel: have the flow
+  // brought here instead (roce_steering.h).
+  if ((arrival == Arrival::kForwarded || arrival == Arrival::kForwardedWhole) && n.port.steered.steer(info)) {
+    e.counters.add_device(kSteeredFlows);
+    const uint64_t one = 1;
+    (void)!write(n.port.wake_fd, &one, sizeof one);  // the network thread watches one more socket
   }
   Capture& cap = Capture::get();
   if (__builtin_expect(cap.enabled(), 0))
@@ -267,11 +280,14 @@ void hand_over_at_exit() {
   ssize_t lens[kSlots];
   uint16_t segs[kSlots];
   DatagramInfo infos[kSlots];
-  const int fds[2] = {n.port.sock.fd4(), n.port.sock.fd6()};
-  for (int i = 0; i < 2; ++i) {
-    const uint16_t port = i == 0 ? n.port.sock.source_port(net::v4_mapped(0)) : n.port.sock.source_port(in6_addr{});
-    for (int got = kSlots; fds[i] >= 0 && got == kSlots;) {
-      got = n.port.sock.receive_many(fds[i], payloads, kSlotBytes, kSlots, lens, segs, infos);
+  // (The steered flows' sockets stay open: they bring only their flow,
+  // mostly our own packets, until the process is gone.)
+  const size_t steered = n.port.steered.count();
+  for (size_t i = 0; i < 2 + steered; ++i) {
+    const int fd = i == 0 ? n.port.sock.fd4() : i == 1 ? n.port.sock.fd6() : n.port.steered.fd(i - 2);
+    const uint16_t port = i < 2 ? n.port.sock.receive_port(i == 0) : net::kRoceUdpPort;
+    for (int got = kSlots; fd >= 0 && got == kSlots;) {
+      got = n.port.sock.receive_many(fd, payloads, kSlotBytes, kSlots, lens, segs, infos);
       for (int s = 0; s < got; ++s)
         for_each_segment(slots->at(s), lens[s], segs[s], [&](uint8_t* buf, size_t len) {
           if (len < net::kBthBytes + net::kIcrcBytes) return;
@@ -305,7 +321,9 @@ bool forward_whole(Nic& n, uint8_t* slot, size_t len, uint16_t seg, const Datagr
       return false;
     owner = o;
   }
-  return n.port.fwd.forward(owner, info, local_port, data, len, seg);
+  if (!n.port.fwd.forward(owner, info, local_port, data, len, seg)) return false;
+  n.engine.counters.add_device(kForwarded, (len + seg - 1) / seg);
+  return true;
 }
 
 // The host service closed our connection (it stopped, or was restarted):
@@ -319,57 +337,79 @@ void lose_service(Nic& n) {
   n.port.service.store(nullptr, std::memory_order_release);
 }
 
-// Which of the receiving sockets to read: the IPv4 and IPv6 UDP sockets
-// and the forwarding socket (an empty one costs a system call).
+// Which of the receiving sockets to read: the IPv4 and IPv6 UDP sockets,
+// the forwarding socket, and the steered flows' sockets (bit i: the i-th);
+// an empty one costs a system call.
 struct Readable {
   bool v4 = true, v6 = true, forwarded = true;
+  uint64_t steered = ~uint64_t{0};
 };
+static_assert(SteeredFlows::kMax <= 64);
 
-// The receiving sockets as poll() takes them: IPv4, IPv6, and the host
-// service's connection or else the forwarding socket.
-void receiving_fds(const Nic& n, pollfd fds[3]) {
+// At most this many receiving sockets (receiving_fds).
+constexpr size_t kMaxReceivingFds = 3 + SteeredFlows::kMax;
+
+// The receiving sockets as poll() takes them: IPv4, IPv6, the host
+// service's connection or else the forwarding socket, then the steered
+// flows' sockets. Returns how many.
+size_t receiving_fds(const Nic& n, pollfd fds[kMaxReceivingFds]) {
   shm::HostService* const service = n.port.service.load(std::memory_order_acquire);
   fds[0] = {n.port.sock.fd4(), POLLIN, 0};
   fds[1] = {n.port.sock.fd6(), POLLIN, 0};
   fds[2] = {service ? service->fd() : n.port.fwd.fd(), POLLIN, 0};
+  const size_t steered = n.port.steered.count();
+  for (size_t i = 0; i < steered; ++i) fds[3 + i] = {n.port.steered.fd(i), POLLIN, 0};
+  return 3 + steered;
 }
 
 // Which of them poll() found holding something.
-Readable readable_of(const pollfd fds[3]) {
-  return Readable{(fds[0].revents & POLLIN) != 0, (fds[1].revents & POLLIN) != 0,
-                  (fds[2].revents & (POLLIN | POLLHUP)) != 0};
+Readable readable_of(const pollfd* fds, size_t count) {
+  Readable r{(fds[0].revents & POLLIN) != 0, (fds[1].revents & POLLIN) != 0,
+             (fds[2].revents & (POLLIN | POLLHUP)) != 0, 0};
+  for (size_t i = 3; i < count; ++i)
+    if (fds[i].revents & POLLIN) r.steered |= uint64_t{1} << (i - 3);
+  return r;
+}
+
+// Receives and handles what waits on UDP socket `fd` (port `local_port`),
+// at most `budget` datagrams. Caller holds n.rx_mu.
+void drain_socket(Nic& n, ReceiveSlots& slots, int fd, uint16_t local_port, int budget) {
+  Engine& e = n.engine;
+  uint8_t* payloads[kSlots];
+  for (int s = 0; s < kSlots; ++s) payloads[s] = slots.at(s) + net::kDatagramHeadroom;
+  ssize_t lens[kSlots];
+  uint16_t segs[kSlots];
+  DatagramInfo infos[kSlots];
+  for (int left = budget; left > 0;) {
+    int got = n.port.sock.receive_many(fd, payloads, kSlotBytes, std::min(left, kSlots), lens, segs, infos);
+    {
+      EngineBatch batch(e);
+      for (int s = 0; s < got; ++s) {
+        if (lens[s] > 0 && forward_whole(n, slots.at(s), static_cast<size_t>(lens[s]), segs[s], infos[s], local_port))
+          continue;
+        for_each_segment(slots.at(s), lens[s], segs[s], [&](uint8_t* buf, size_t len) {
+          handle_datagram(n, buf, len, infos[s], local_port, Arrival::kWire, 0, &batch);
+        });
+      }
+    }
+    e.hand_over_answers();
+    if (got < kSlots) break;
+    left -= got;
+  }
 }
 
 // Receives and handles what waits on the sockets, at most `budget`
 // datagrams per socket. Caller holds n.rx_mu.
 void drain(Nic& n, ReceiveSlots& slots, int budget, Readable readable = {}) {
   Engine& e = n.engine;
-  const int fds[2] = {n.port.sock.fd4(), n.port.sock.fd6()};
-  uint8_t* payloads[kSlots];
-  for (int s = 0; s < kSlots; ++s) payloads[s] = slots.at(s) + net::kDatagramHeadroom;
-  ssize_t lens[kSlots];
-  uint16_t segs[kSlots];
-  DatagramInfo infos[kSlots];
-  for (int i = 0; i < 2; ++i) {
-    if (fds[i] < 0 || !(i == 0 ? readable.v4 : readable.v6)) continue;
-    const uint16_t local_port = i == 0 ? n.port.sock.source_port(net::v4_mapped(0)) : n.port.sock.source_port(in6_addr{});
-    for (int left = budget; left > 0;) {
-      int got = n.port.sock.receive_many(fds[i], payloads, kSlotBytes, std::min(left, kSlots), lens, segs, infos);
-      {
-        EngineBatch batch(e);
-        for (int s = 0; s < got; ++s) {
-          if (lens[s] > 0 && forward_whole(n, slots.at(s), static_cast<size_t>(lens[s]), segs[s], infos[s], local_port))
-            continue;
-          for_each_segment(slots.at(s), lens[s], segs[s], [&](uint8_t* buf, size_t len) {
-            handle_datagram(n, buf, len, infos[s], local_port, Arrival::kWire, 0, &batch);
-          });
-        }
-      }
-      e.hand_over_answers();
-      if (got < kSlots) break;
-      left -= got;
-    }
-  }
+  // The steered flows first: once a flow has its own socket, the bulk of
+  // this process's packets come there.
+  const size_t steered = n.port.steered.count();
+  for (size_t i = 0; i < steered; ++i)
+    if (readable.steered & (uint64_t{1} << i)) drain_socket(n, slots, n.port.steered.fd(i), net::kRoceUdpPort, budget);
+  if (n.port.sock.fd4() >= 0 && readable.v4) drain_socket(n, slots, n.port.sock.fd4(), n.port.sock.receive_port(true), budget);
+  if (n.port.sock.fd6() >= 0 && readable.v6) drain_socket(n, slots, n.port.sock.fd6(), n.port.sock.receive_port(false), budget);
+  uint8_t* payloads[1] = {slots.at(0) + net::kDatagramHeadroom};
   DatagramInfo info;
   uint16_t port, seg;
   for (int k = 0; readable.forwarded && k < budget; ++k) {
@@ -423,9 +463,12 @@ void network_thread(Nic* nic) {
     // every second: its owner may be gone.
     shm::HostService* const service = n.port.service.load(std::memory_order_acquire);
     const bool owner = n.port.sock.owns_roce_port() || service;
-    pollfd fds[4];
-    receiving_fds(n, fds);
-    fds[3] = {n.port.timer_fd, POLLIN, 0};
+    pollfd fds[kMaxReceivingFds + 2];
+    const size_t receiving = receiving_fds(n, fds);
+    pollfd& timer = fds[receiving];
+    pollfd& wake = fds[receiving + 1];
+    timer = {n.port.timer_fd, POLLIN, 0};
+    wake = {n.port.wake_fd, POLLIN, 0};
     // An application thread that polls an empty CQ drains the sockets
     // itself (RoceTransport::progress). Woken for the same packets, this
     // thread would only take a core from it: the packet's sender wakes it
@@ -449,17 +492,22 @@ void network_thread(Nic* nic) {
       nap_ns = kFirstNapNs;
     }
     nap_start_ns = now;
-    if (nap_ns) fds[0].fd = fds[1].fd = fds[2].fd = -1;
+    if (nap_ns)
+      for (size_t i = 0; i < receiving; ++i) fds[i].fd = -1;
     const timespec nap{0, static_cast<long>(nap_ns)}, second{1, 0};
-    if (ppoll(fds, 4, nap_ns ? &nap : owner ? nullptr : &second, nullptr) < 0 && errno != EINTR) return;
+    if (ppoll(fds, receiving + 2, nap_ns ? &nap : owner ? nullptr : &second, nullptr) < 0 && errno != EINTR) return;
+    if (wake.revents & POLLIN) {  // a steered flow's socket to watch from the next round on
+      uint64_t count;
+      (void)!read(n.port.wake_fd, &count, sizeof count);
+    }
     // A nap that ended with no timer due: nothing to do. (Taking the engine
     // lock for nothing would make the draining application thread wait, or
     // this thread spin for it on a core the application needs.)
-    if (nap_ns && owner && !(fds[3].revents & POLLIN)) continue;
+    if (nap_ns && owner && !(timer.revents & POLLIN)) continue;
     // (Memory that cannot be had drops what was in hand, as a lost packet;
     // the thread goes on.)
     try {
-      if (fds[3].revents & POLLIN) {
+      if (timer.revents & POLLIN) {
         uint64_t expirations;
         (void)!read(n.port.timer_fd, &expirations, sizeof expirations);
         std::lock_guard g(e.mu);
@@ -471,9 +519,10 @@ void network_thread(Nic* nic) {
         EngineLock g(e);
         n.port.sock.try_own();
       }
-      if ((fds[0].revents | fds[1].revents | fds[2].revents) & (POLLIN | POLLHUP)) {
+      const Readable readable = readable_of(fds, receiving);
+      if (readable.v4 || readable.v6 || readable.forwarded || readable.steered) {
         std::lock_guard rx(n.rx_mu);
-        drain(n, slots, 256, readable_of(fds));  // bounded, so timers get their turn
+        drain(n, slots, 256, readable);  // bounded, so timers get their turn
       }
       {
         EngineLock g(e);
@@ -525,6 +574,7 @@ void RoceTransport::listen() {
   static bool exit_handler = (std::atexit(roce::hand_over_at_exit), true);
   (void)exit_handler;
   nic_.port.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+  nic_.port.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   {
     std::lock_guard g(e.mu);
     e.counters.open();
@@ -571,10 +621,10 @@ void RoceTransport::progress() {
       // One system call says which sockets hold anything: an application
       // polling an empty CQ comes here over and over, and a receive on each
       // empty socket would cost three.
-      pollfd fds[3];
-      roce::receiving_fds(nic_, fds);
+      pollfd fds[roce::kMaxReceivingFds];
+      const size_t count = roce::receiving_fds(nic_, fds);
       thread_local roce::ReceiveSlots slots;
-      if (poll(fds, 3, 0) > 0) roce::drain(nic_, slots, 64, roce::readable_of(fds));
+      if (poll(fds, count, 0) > 0) roce::drain(nic_, slots, 64, roce::readable_of(fds, count));
     } catch (const std::bad_alloc&) {
       roce::out_of_memory();  // what was in hand is lost, as packets on a wire
     }

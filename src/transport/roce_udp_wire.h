@@ -1,6 +1,7 @@
 // The wire of a real process (roce_wire.h): its UDP sockets, the forwarding
 // socket that brings packets the port owner received for it
-// (roce_forward.h), its connection to the host service when one runs
+// (roce_forward.h), the sockets of flows steered to it (roce_steering.h),
+// its connection to the host service when one runs
 // (shm/host_service.h), and the timerfd that wakes the network thread.
 #pragma once
 
@@ -9,6 +10,7 @@
 #include "shm/host_service.h"
 #include "transport/roce_forward.h"
 #include "transport/roce_socket.h"
+#include "transport/roce_steering.h"
 #include "transport/roce_wire.h"
 
 namespace sv::roce {
@@ -20,7 +22,9 @@ class UdpWire final : public Wire {
   // With a host service, it owns the port and brings our packets; `fwd`
   // stays closed. nullptr without one, or once it died.
   std::atomic<shm::HostService*> service{nullptr};
+  SteeredFlows steered;  // flows the kernel brings straight to us, past the shared port
   int timer_fd = -1;  // the network thread's alarm
+  int wake_fd = -1;   // an eventfd: the network thread has more sockets to watch (`steered` grew)
 
   // To this host's own addresses through the host service when there is
   // one (local processes reach each other only that way), the rest on our

@@ -70,6 +70,10 @@ roce_netns_test(ib_write_bw_lost_naks --stats --drop-data 3 --drop-naks 100 perf
 roce_netns_test(rc_pingpong_3pairs --pairs 3 pingpong ibv_rc_pingpong -n 200 -c)
 roce_netns_test(ud_pingpong_2pairs --pairs 2 pingpong ibv_ud_pingpong -n 200 -c)
 roce_netns_test(ib_write_bw_2pairs --pairs 2 perftest ib_write_bw -n 100)
+# Four pairs: each flow is steered to its own process (roce_steering.h),
+# not forwarded by whichever process the kernel gave it to.
+roce_netns_test(ib_write_bw_4pairs_steered --pairs 4 --stats --expect-counter steered_flows --max-forwarded-share 10
+                perftest ib_write_bw -s 65536 -n 2000)
 # 256 QPs of one process share the engine's window (kEngineWindowPackets):
 # each with a full window of its own, the receiver's socket buffer dropped
 # most packets, and QPs ended with RETRY_EXC_ERR.

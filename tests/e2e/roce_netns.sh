@@ -11,6 +11,11 @@
 #     --self-pcap  the tools write their own captures (SOFTVERBS_PCAP), checked
 #               the same way
 #     --pairs N N server/client pairs at once (several processes per host)
+#     --max-forwarded-share PERCENT  (with --stats) of the packets the
+#               processes received, at most PERCENT % may have been handed on
+#               to another process of the host (counter forwarded): the
+#               kernel must bring each pair's flow to its own process
+#               (roce_steering.h)
 #     --ipv6    RoCE over IPv6 (GIDs fd93::1, fd93::2); the tools still exchange
 #               their QP numbers over IPv4 TCP (Debian's pingpong servers listen on IPv4)
 #     pingpong  ibv_*_pingpong: -g <GID index>; both must report their iterations
@@ -45,7 +50,7 @@
 #     CM_READY=REGEX: the client starts once the server's output matches it
 #     CM_MULTICAST=GROUP (with --pcap): the UD SENDs must go to that group address
 set -u
-netem="" impair="" dup="" drop="" drop_naks="" min_len=0 pcap=0 ipv6=0 stats=0 pairs=1 self_pcap=0 expect_counter=""
+netem="" impair="" dup="" drop="" drop_naks="" min_len=0 pcap=0 ipv6=0 stats=0 pairs=1 self_pcap=0 expect_counter="" max_forwarded=""
 while [[ $# -gt 0 && $1 == --* ]]; do
   case $1 in
     --netem) netem=$2; shift 2 ;;
@@ -60,6 +65,7 @@ while [[ $# -gt 0 && $1 == --* ]]; do
     --stats) stats=1; shift ;;
     --expect-counter) expect_counter=$2; shift 2 ;;
     --pairs) pairs=$2; shift 2 ;;
+    --max-forwarded-share) max_forwarded=$2; shift 2 ;;
     *) echo "unknown option $1"; exit 2 ;;
   esac
 done
@@ -307,6 +313,14 @@ if ((stats)); then
   fi
   if [[ -n $expect_counter && ! -e $work/expected ]]; then
     echo "the counter $expect_counter never went above 0"; exit 1
+  fi
+  if [[ -n $max_forwarded ]]; then
+    read -r received forwarded < <(awk '$1 == "device" {
+        for (i = 2; i < NF; i++) { if ($i == "packets_received") r += $(i + 1); if ($i == "forwarded") f += $(i + 1) } }
+      END {print r + 0, f + 0}' "$work/stat")
+    echo "packets received $received, forwarded to another process $forwarded"
+    ((forwarded * 100 <= received * max_forwarded)) ||
+      { echo "more than $max_forwarded % of the packets went through another process"; exit 1; }
   fi
   if [[ -n $drop_naks && ! -e $work/probed ]]; then
     echo "sequence NAKs were dropped but no loss probe was counted"; exit 1
