@@ -1,7 +1,8 @@
 // The UDP sockets RoCEv2 packets travel through: one IPv4 and one IPv6
 // socket on the RoCE port 4791 when this process owns the port in its
 // network namespace, else on an ephemeral port (sending only: RoCE peers
-// answer to 4791). Sends set the source address per packet (the QP's source
+// answer to 4791); sends leave from a port of the process's own, so that
+// our processes' flows are distinct (roce_steering.h). Sends set the source address per packet (the QP's source
 // GID) and DF, so the IP ID is 0 and the ICRC is known in advance
 // (net/roce_datagram.h). Receives report both addresses, which the ICRC and
 // a UD receiver's GRH need.
