@@ -142,6 +142,16 @@ struct ReadReplay {
 };
 inline constexpr size_t kReadReplays = 16;
 
+// Set while an application thread drains the sockets (RoceTransport::
+// progress): the answers (ACKs, NAKs, READ responses) it builds then are
+// held for its next call into the engine (Engine::answers_held_ns).
+inline thread_local bool t_hold_answers = false;
+
+// How long held answers may wait at most (the alarm sends them then):
+// well under a peer's loss probe (at least 200 us), so that an application
+// that stops posting costs its peer no retransmission.
+inline constexpr uint64_t kAnswerHoldNs = 50'000;
+
 struct Receiver {
   uint32_t epsn = 0;
   uint32_t msn = 0;
@@ -218,6 +228,18 @@ class Engine {
   // late instead of waking the network thread: on a machine whose cores
   // all run polling applications every wake-up costs the poster its core.
   uint64_t armed_ns = 0;
+  // Answers built while an application thread drained the sockets
+  // (t_hold_answers) stay in the answer stream until it next lets go of
+  // the engine lock without holding: most often in the post of its next
+  // request (a ping-pong's reply), with which they leave in one system
+  // call and one UDP GSO send, so that one trip through the kernel carries
+  // the request and the ACK (ib_send_lat between two namespaces: ~10 -> ~7
+  // us). Else at its next drain, when a QP goes, at exit, or when the
+  // alarm goes off, kAnswerHoldNs after: since when they wait (0: none).
+  uint64_t answers_held_ns = 0;
+  std::atomic<bool> answers_held{false};  // answers_held_ns != 0, to look without mu
+  // Sends the held answers now (caller holds neither mu nor call_mu).
+  void send_held_answers();
   bool rearm = false;  // a timer may now be due before armed_ns: arm_timer() at unlock
   void arm_timer();
 
@@ -328,6 +350,8 @@ class Engine {
     BriefSpinMutex order_mu;
   };
   Outgoing out_[2];
+  // Both streams' packets in one send (whoever holds both order_mu).
+  PrivateVector<OutDatagram> both_;
   void send_full(Outgoing& o);  // under mu
   // Under mu, with o.order_mu held: counts the packets, swaps the batches.
   void take_for_sending(Outgoing& o);

@@ -89,11 +89,37 @@ void Engine::unlock_and_send(std::unique_lock<BriefSpinMutex>& held) {
   bool taken[2] = {false, false};
   for (int s = 0; s < 2; ++s) {
     if (out_[s].building.datagrams.empty()) continue;
+    if (s == kAnswers && t_hold_answers) {  // for this thread's next post (answers_held_ns)
+      if (!answers_held_ns) {
+        answers_held_ns = wire_.now_ns();
+        answers_held.store(true, std::memory_order_relaxed);
+        if (!armed_ns || armed_ns > answers_held_ns + kAnswerHoldNs) arm_timer();
+      }
+      continue;
+    }
     out_[s].order_mu.lock();  // a sender of this stream may still be at it
     take_for_sending(out_[s]);
     taken[s] = true;
+    if (s == kAnswers && answers_held_ns) {
+      answers_held_ns = 0;
+      answers_held.store(false, std::memory_order_relaxed);
+    }
   }
   held.unlock();
+  if (taken[kRequests] && taken[kAnswers]) {
+    // One system call for both, requests first: a reply and the ACK held
+    // for it (as long or shorter) make one GSO send, one trip through the
+    // stack (RoceSocket::send_many).
+    both_.clear();
+    for (int s = 0; s < 2; ++s)
+      both_.insert(both_.end(), out_[s].sending.datagrams.begin(), out_[s].sending.datagrams.end());
+    wire_.send(both_.data(), both_.size());
+    for (int s = 0; s < 2; ++s) {
+      out_[s].sending.clear();
+      out_[s].order_mu.unlock();
+    }
+    return;
+  }
   for (int s = 0; s < 2; ++s) {
     if (!taken[s]) continue;
     Batch& b = out_[s].sending;
@@ -101,6 +127,13 @@ void Engine::unlock_and_send(std::unique_lock<BriefSpinMutex>& held) {
     b.clear();
     out_[s].order_mu.unlock();
   }
+}
+
+void Engine::send_held_answers() {
+  if (!answers_held.load(std::memory_order_relaxed)) return;
+  const bool hold = std::exchange(t_hold_answers, false);
+  { EngineLock g(*this); }
+  t_hold_answers = hold;
 }
 
 // Times the round trip of the packet with PSN `psn` (one asking for an
@@ -117,6 +150,8 @@ void Engine::reset_outgoing() {
     o.sending.clear();
     new (&o.order_mu) BriefSpinMutex();
   }
+  answers_held_ns = 0;
+  answers_held.store(false, std::memory_order_relaxed);
 }
 
 uint32_t Engine::link_mtu_to(const in6_addr& dst, const in6_addr& src) {
@@ -453,6 +488,7 @@ uint64_t Engine::next_deadline() const {
                                                                     : s.deadline_ns;
       if (best == 0 || d < best) best = d;
     }
+  if (answers_held_ns && (best == 0 || answers_held_ns + kAnswerHoldNs < best)) best = answers_held_ns + kAnswerHoldNs;
   return best;
 }
 

@@ -272,6 +272,7 @@ void handle_datagram(Nic& n, uint8_t* buf, size_t len, const DatagramInfo& info,
 void hand_over_at_exit() {
   if (!g_nic || !g_nic->started.load(std::memory_order_acquire)) return;
   Nic& n = *g_nic;
+  n.engine.send_held_answers();  // the last ACKs of a ping-pong, held for a post that will not come
   std::lock_guard rx(n.rx_mu);
   n.port.sock.leave_group();
   static ReceiveSlots* slots = new ReceiveSlots;  // (never freed: we are exiting)
@@ -603,6 +604,8 @@ Response RoceTransport::deliver(const Message& m) {
 void RoceTransport::progress() {
   if (!nic_.started.load(std::memory_order_acquire)) return;
   roce::Engine& e = nic_.engine;
+  // What the last drain held for a post that did not come goes now.
+  e.send_held_answers();
   {
     std::unique_lock rx(nic_.rx_mu, std::try_to_lock);
     if (!rx.owns_lock()) {
@@ -624,7 +627,16 @@ void RoceTransport::progress() {
       pollfd fds[roce::kMaxReceivingFds];
       const size_t count = roce::receiving_fds(nic_, fds);
       thread_local roce::ReceiveSlots slots;
-      if (poll(fds, count, 0) > 0) roce::drain(nic_, slots, 64, roce::readable_of(fds, count));
+      if (poll(fds, count, 0) > 0) {
+        roce::t_hold_answers = true;  // for this thread's next post (Engine::answers_held_ns)
+        try {
+          roce::drain(nic_, slots, 64, roce::readable_of(fds, count));
+        } catch (...) {
+          roce::t_hold_answers = false;
+          throw;
+        }
+        roce::t_hold_answers = false;
+      }
     } catch (const std::bad_alloc&) {
       roce::out_of_memory();  // what was in hand is lost, as packets on a wire
     }
@@ -663,15 +675,20 @@ void RoceTransport::ready_to_send(uint32_t qpn, const SendParams& p, SendAnswers
 void RoceTransport::forget_qp(uint32_t qpn, bool wait) {
   // (Even before the engine started: ready_to_send() may have told it of the QP.)
   roce::Engine& e = nic_.engine;
-  std::unique_lock<BriefSpinMutex> c;
-  if (wait) c = std::unique_lock(e.call_mu);
-  std::lock_guard g(e.mu);
-  if (auto it = e.senders.find(qpn); it != e.senders.end()) {
-    e.drop_outbound(it->second);
-    e.senders.erase(it);
+  {
+    std::unique_lock<BriefSpinMutex> c;
+    if (wait) c = std::unique_lock(e.call_mu);
+    std::lock_guard g(e.mu);
+    if (auto it = e.senders.find(qpn); it != e.senders.end()) {
+      e.drop_outbound(it->second);
+      e.senders.erase(it);
+    }
+    e.receivers.erase(qpn);
+    e.counters.forget(qpn);
   }
-  e.receivers.erase(qpn);
-  e.counters.forget(qpn);
+  // Its last ACK may be held for a post that will not come (an application
+  // destroys its QPs after the last completion, then exits).
+  e.send_held_answers();
 }
 
 }  // namespace sv

@@ -43,6 +43,8 @@ class FakeWire final : public Wire {
   bool wake_at(uint64_t) override { return true; }  // the net asks each engine for its next deadline
 
   uint32_t mtu = 4096;
+  // The datagrams of each send() (a system call on a real wire), in order.
+  std::vector<std::vector<net::RocePacket>> sends;
 
  private:
   FakeNet& net_;
@@ -162,6 +164,9 @@ struct FakeNode {
   Engine engine;
   std::vector<Answer> completions;
   std::deque<RecordedAnswers> requesters;
+  // Packets reach this end through an application thread's drain
+  // (t_hold_answers), not the network thread's.
+  bool application_drains = false;
   // QP `qpn` of this end sends with `p`; its answers go to `completions`.
   void ready_to_send(uint32_t qpn, const SendParams& p) {
     RecordedAnswers& to = requesters.emplace_back(completions, qpn);
@@ -283,8 +288,12 @@ class FakeNet {
       if (!net::datagram_icrc_ok(a, f.bytes.data(), len)) return;
       net::RocePacket pkt;
       if (!net::decode(f.bytes.data() + net::kDatagramHeadroom, len - net::kIcrcBytes, &pkt)) return;
-      EngineLock g(n.engine);
-      n.engine.receive(pkt, PacketAddrs{f.src, f.dst}, len);
+      t_hold_answers = n.application_drains;
+      {
+        EngineLock g(n.engine);
+        n.engine.receive(pkt, PacketAddrs{f.src, f.dst}, len);
+      }
+      t_hold_answers = false;
       return;
     }
   }
@@ -300,7 +309,12 @@ class FakeNet {
 };
 
 inline void FakeWire::send(OutDatagram* d, size_t count) {
-  for (size_t i = 0; i < count; ++i) net_.carry(d[i].src, d[i].dst, d[i].data, d[i].len);
+  std::vector<net::RocePacket>& call = sends.emplace_back();
+  for (size_t i = 0; i < count; ++i) {
+    net::RocePacket pkt;
+    if (d[i].len >= net::kIcrcBytes && net::decode(d[i].data, d[i].len - net::kIcrcBytes, &pkt)) call.push_back(pkt);
+    net_.carry(d[i].src, d[i].dst, d[i].data, d[i].len);
+  }
 }
 inline uint64_t FakeWire::now_ns() const { return net_.now_ns(); }
 

@@ -1,0 +1,140 @@
+// Answers held for the application's next post (Engine::answers_held_ns):
+// an ACK built while an application thread drained the sockets leaves in
+// the same send() as that thread's next request, requests first, so that a
+// ping-pong's reply and the ACK of the message it answers are one trip
+// through the kernel (one UDP GSO send); with no post, the alarm sends it
+// kAnswerHoldNs later, before the peer's loss probe. Over the fake network
+// (fake_roce_net.h): real engines, a virtual clock.
+#include <gtest/gtest.h>
+
+#include <deque>
+
+#include "fake_roce_net.h"
+
+namespace sv::roce::fake {
+namespace {
+
+constexpr uint32_t kQpnA = 0x010011, kQpnB = 0x020022;
+
+bool is_ack(const net::RocePacket& p) { return (p.bth.opcode & ~net::kTransportMask) == net::kAck; }
+bool is_send(const net::RocePacket& p) { return net::opcode_info(p.bth.opcode)->is(net::kRequest); }
+
+// Two ends, each with an RC QP connected to the other's; B's packets come
+// through an application thread's drain.
+struct PingPong {
+  PingPong() : net(1), a(net.add_node(1)), b(net.add_node(2)) {
+    connect(a, kQpnA, b, kQpnB, to_b);
+    connect(b, kQpnB, a, kQpnA, to_a);
+    b.application_drains = true;
+  }
+  static void connect(FakeNode& from, uint32_t qpn, FakeNode& to, uint32_t peer_qpn, Destination& dest) {
+    SendParams p;
+    p.sq_psn = 100;
+    p.path_mtu = IBV_MTU_1024;
+    p.timeout = 14;
+    p.retry_cnt = 7;
+    from.ready_to_send(qpn, p);
+    std::memcpy(dest.dgid.raw, &to.addr, 16);
+    std::memcpy(dest.sgid.raw, &from.addr, 16);
+    FakeQp& q = to.targets.qps[peer_qpn];
+    q.t.qpn = peer_qpn;
+    q.t.type = IBV_QPT_RC;
+    q.t.dest_qpn = qpn;
+    std::memcpy(q.t.dgid.raw, &from.addr, 16);
+    q.t.path_mtu = 1024;
+    q.t.rq_psn = 100;
+  }
+  // An 8-byte SEND from `from` (QP `qpn`) to `dest`.
+  void send(FakeNode& from, uint32_t qpn, uint32_t peer_qpn, Destination& dest) {
+    payloads.emplace_back(8, uint8_t{0x5a});
+    pieces.push_back(Piece{payloads.back().data(), 8});
+    Message m{};
+    m.qp_type = IBV_QPT_RC;
+    m.opcode = IBV_WR_SEND;
+    m.src_qpn = qpn;
+    m.dst_qpn = peer_qpn;
+    m.dst = &dest;
+    m.pieces = &pieces.back();
+    m.num_pieces = 1;
+    m.length = 8;
+    m.token = tokens++;
+    EngineLock g(from.engine);
+    from.engine.start_reliable(m);
+  }
+  // Steps until B's QP has received `n` SENDs.
+  void until_b_received(size_t n) {
+    ASSERT_TRUE(net.run_until([&] { return b.targets.qps.at(kQpnB).arrived.size() >= n; }));
+  }
+
+  FakeNet net;
+  FakeNode& a;
+  FakeNode& b;
+  Destination to_a, to_b;
+  std::deque<std::vector<uint8_t>> payloads;
+  std::deque<Piece> pieces;
+  uint64_t tokens = 0;
+};
+
+TEST(RoceHeldAnswers, TheAckLeavesWithTheNextRequestInOneSend) {
+  PingPong p;
+  p.send(p.a, kQpnA, kQpnB, p.to_b);
+  p.until_b_received(1);
+  // B's application has its message; the ACK waits for its reply.
+  EXPECT_TRUE(p.b.wire.sends.empty());
+  EXPECT_TRUE(p.b.engine.answers_held.load());
+  p.send(p.b, kQpnB, kQpnA, p.to_a);
+  ASSERT_EQ(p.b.wire.sends.size(), 1u);
+  const std::vector<net::RocePacket>& call = p.b.wire.sends[0];
+  ASSERT_EQ(call.size(), 2u);
+  EXPECT_TRUE(is_send(call[0]));  // the reply first: as long or longer, the head of one GSO send
+  EXPECT_TRUE(is_ack(call[1]));
+  EXPECT_EQ(call[1].bth.psn, 100u);
+  EXPECT_FALSE(p.b.engine.answers_held.load());
+  // Both messages complete, nothing sent twice.
+  ASSERT_TRUE(p.net.run_until([&] { return p.a.completions.size() == 1 && p.b.completions.size() == 1; }));
+  EXPECT_EQ(p.a.completions[0].response.outcome, Outcome::kAck);
+  EXPECT_EQ(p.b.completions[0].response.outcome, Outcome::kAck);
+  EXPECT_EQ(p.a.count(kRetransmits) + p.a.count(kProbes) + p.b.count(kRetransmits) + p.b.count(kProbes), 0u);
+}
+
+TEST(RoceHeldAnswers, WithNoPostTheAlarmSendsTheAckBeforeThePeerProbes) {
+  PingPong p;
+  const uint64_t posted = p.net.now_ns();
+  p.send(p.a, kQpnA, kQpnB, p.to_b);
+  p.until_b_received(1);
+  const uint64_t arrived = p.net.now_ns();
+  ASSERT_TRUE(p.net.run_until([&] { return p.a.completions.size() == 1; }));
+  EXPECT_EQ(p.a.completions[0].response.outcome, Outcome::kAck);
+  // Held no longer than kAnswerHoldNs (then one delay of the fake wire)...
+  EXPECT_GE(p.net.now_ns(), arrived + kAnswerHoldNs);
+  EXPECT_LE(p.net.now_ns(), arrived + kAnswerHoldNs + 2 * p.net.impair.delay_ns);
+  // ...which is before A's loss probe (at least 200 us after its post).
+  EXPECT_LT(p.net.now_ns(), posted + 200'000);
+  EXPECT_EQ(p.a.count(kProbes) + p.a.count(kRetransmits), 0u);
+  EXPECT_FALSE(p.b.engine.answers_held.load());
+}
+
+TEST(RoceHeldAnswers, SendHeldAnswersSendsThemAtOnce) {
+  PingPong p;
+  p.send(p.a, kQpnA, kQpnB, p.to_b);
+  p.until_b_received(1);
+  ASSERT_TRUE(p.b.wire.sends.empty());
+  p.b.engine.send_held_answers();  // a QP destroyed, the process exiting, the next drain
+  ASSERT_EQ(p.b.wire.sends.size(), 1u);
+  ASSERT_EQ(p.b.wire.sends[0].size(), 1u);
+  EXPECT_TRUE(is_ack(p.b.wire.sends[0][0]));
+  EXPECT_FALSE(p.b.engine.answers_held.load());
+}
+
+TEST(RoceHeldAnswers, TheNetworkThreadHoldsNothing) {
+  PingPong p;
+  p.b.application_drains = false;
+  p.send(p.a, kQpnA, kQpnB, p.to_b);
+  p.until_b_received(1);
+  ASSERT_EQ(p.b.wire.sends.size(), 1u);  // the ACK, at once
+  EXPECT_TRUE(is_ack(p.b.wire.sends[0][0]));
+  EXPECT_FALSE(p.b.engine.answers_held.load());
+}
+
+}  // namespace
+}  // namespace sv::roce::fake
