@@ -147,10 +147,15 @@ inline constexpr size_t kReadReplays = 16;
 // held for its next call into the engine (Engine::answers_held_ns).
 inline thread_local bool t_hold_answers = false;
 
-// How long held answers may wait at most (the alarm sends them then):
-// well under a peer's loss probe (at least 200 us), so that an application
-// that stops posting costs its peer no retransmission.
-inline constexpr uint64_t kAnswerHoldNs = 50'000;
+// How long held answers may wait at most (the alarm sends them then). Not
+// shorter: the alarm is armed for it only when nothing is due sooner (a
+// ping-pong's own loss probe is), and a shorter one meant a timerfd_settime
+// per message and a network thread woken every few dozen microseconds on
+// cores the pollers need (ib_send_lat ~7 -> ~13 us at 50 us). An application
+// that stops both posting and polling may draw one loss probe from its
+// peer (at least 200 us), which the network thread answers, sending what
+// was held.
+inline constexpr uint64_t kAnswerHoldNs = 1'000'000;
 
 struct Receiver {
   uint32_t epsn = 0;
@@ -234,8 +239,9 @@ class Engine {
   // request (a ping-pong's reply), with which they leave in one system
   // call and one UDP GSO send, so that one trip through the kernel carries
   // the request and the ACK (ib_send_lat between two namespaces: ~10 -> ~7
-  // us). Else at its next drain, when a QP goes, at exit, or when the
-  // alarm goes off, kAnswerHoldNs after: since when they wait (0: none).
+  // us). Else at its next drain, when a QP goes, at exit, when the network
+  // thread next lets go of the lock, or when the alarm goes off
+  // kAnswerHoldNs after: since when they wait (0: none).
   uint64_t answers_held_ns = 0;
   std::atomic<bool> answers_held{false};  // answers_held_ns != 0, to look without mu
   // Sends the held answers now (caller holds neither mu nor call_mu).
