@@ -70,6 +70,12 @@ void Engine::transmit(Stream stream, uint32_t local_qpn, const in6_addr& src, co
 
 void Engine::take_for_sending(Outgoing& o) {
   if (!g_network_in_use.load(std::memory_order_relaxed)) g_network_in_use.store(true, std::memory_order_relaxed);
+  // Whatever was held goes now (also from send_full: a stream emptied
+  // there must not leave the alarm a deadline with nothing behind it).
+  if (&o == &out_[kAnswers] && answers_held_ns) {
+    answers_held_ns = 0;
+    answers_held.store(false, std::memory_order_relaxed);
+  }
   const Batch& b = o.building;
   for (size_t i = 0; i < b.datagrams.size(); ++i) {
     counters.add(b.qpns[i], kPacketsSent);
@@ -100,10 +106,6 @@ void Engine::unlock_and_send(std::unique_lock<BriefSpinMutex>& held) {
     out_[s].order_mu.lock();  // a sender of this stream may still be at it
     take_for_sending(out_[s]);
     taken[s] = true;
-    if (s == kAnswers && answers_held_ns) {
-      answers_held_ns = 0;
-      answers_held.store(false, std::memory_order_relaxed);
-    }
   }
   held.unlock();
   if (taken[kRequests] && taken[kAnswers]) {

@@ -62,6 +62,25 @@ struct PingPong {
     EngineLock g(from.engine);
     from.engine.start_reliable(m);
   }
+  // A READ of `len` bytes from B's QP memory by A's QP.
+  void read_from_b(uint32_t len) {
+    payloads.emplace_back(len);
+    pieces.push_back(Piece{payloads.back().data(), len});
+    Message m{};
+    m.qp_type = IBV_QPT_RC;
+    m.opcode = IBV_WR_RDMA_READ;
+    m.src_qpn = kQpnA;
+    m.dst_qpn = kQpnB;
+    m.dst = &to_b;
+    m.sink = &pieces.back();
+    m.num_sink = 1;
+    m.length = len;
+    m.remote_addr = b.targets.qps.at(kQpnB).va;
+    m.rkey = b.targets.qps.at(kQpnB).rkey;
+    m.token = tokens++;
+    EngineLock g(a.engine);
+    a.engine.start_reliable(m);
+  }
   // Steps until B's QP has received `n` SENDs.
   void until_b_received(size_t n) {
     ASSERT_TRUE(net.run_until([&] { return b.targets.qps.at(kQpnB).arrived.size() >= n; }));
@@ -123,6 +142,28 @@ TEST(RoceHeldAnswers, TheAlarmIsArmedForThemWhenNothingElseIsDue) {
   p.until_b_received(1);
   ASSERT_TRUE(p.b.engine.answers_held.load());
   EXPECT_EQ(p.b.engine.next_deadline(), p.net.now_ns() + kAnswerHoldNs);
+}
+
+TEST(RoceHeldAnswers, AFullBatchTakesThemAndLeavesNoDeadlineBehind) {
+  PingPong p;
+  p.b.targets.qps.at(kQpnB).t.max_dest_rd_atomic = 16;
+  p.send(p.a, kQpnA, kQpnB, p.to_b);
+  p.until_b_received(1);
+  ASSERT_TRUE(p.b.engine.answers_held.load());  // one ACK held
+  // Then B's network thread answers a READ with 64 packets: the held ACK
+  // and 63 of them fill a batch, which leaves as the 64th is built.
+  p.b.application_drains = false;
+  p.read_from_b(64 * 1024);
+  ASSERT_TRUE(p.net.run_until([&] { return p.a.completions.size() == 2; }));
+  EXPECT_EQ(p.a.completions[0].response.outcome, Outcome::kAck);
+  EXPECT_EQ(p.a.completions[1].response.outcome, Outcome::kAck);
+  ASSERT_GE(p.b.wire.sends.size(), 1u);
+  ASSERT_EQ(p.b.wire.sends[0].size(), 64u);
+  EXPECT_TRUE(is_ack(p.b.wire.sends[0][0]));  // the held ACK first: the stream keeps its order
+  EXPECT_FALSE(p.b.engine.answers_held.load());
+  // Nothing is held, so nothing is due: a deadline left behind would wake
+  // the network thread over and over, its time long past.
+  EXPECT_EQ(p.b.engine.next_deadline(), 0u);
 }
 
 TEST(RoceHeldAnswers, SendHeldAnswersSendsThemAtOnce) {
