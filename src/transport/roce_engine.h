@@ -16,6 +16,7 @@
 #include <deque>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/message.h"
@@ -146,6 +147,18 @@ inline constexpr size_t kReadReplays = 16;
 // progress): the answers (ACKs, NAKs, READ responses) it builds then are
 // held for its next call into the engine (Engine::answers_held_ns).
 inline thread_local bool t_hold_answers = false;
+
+// Sets t_hold_answers for a scope; puts back what it was.
+class HoldAnswers {
+ public:
+  explicit HoldAnswers(bool hold) : before_(std::exchange(t_hold_answers, hold)) {}
+  ~HoldAnswers() { t_hold_answers = before_; }
+  HoldAnswers(const HoldAnswers&) = delete;
+  HoldAnswers& operator=(const HoldAnswers&) = delete;
+
+ private:
+  bool before_;
+};
 
 // How long held answers may wait at most (the alarm sends them then). Not
 // shorter: the alarm is armed for it only when nothing is due sooner (a

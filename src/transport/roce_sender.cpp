@@ -133,9 +133,8 @@ void Engine::unlock_and_send(std::unique_lock<BriefSpinMutex>& held) {
 
 void Engine::send_held_answers() {
   if (!answers_held.load(std::memory_order_relaxed)) return;
-  const bool hold = std::exchange(t_hold_answers, false);
-  { EngineLock g(*this); }
-  t_hold_answers = hold;
+  HoldAnswers send_them(false);
+  EngineLock g(*this);  // (its release sends them)
 }
 
 // Times the round trip of the packet with PSN `psn` (one asking for an

@@ -182,29 +182,15 @@ uint32_t link_ib_mtu(const in6_addr& dst, const in6_addr& src) {
   // address it is sent from (the kernel's choice when it sends).
   if (net::is_multicast(dst)) {
     if (v4) {
-      sockaddr_in from{};
-      from.sin_family = AF_INET;
-      std::memcpy(&from.sin_addr, src.s6_addr + 12, 4);
-      (void)!bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from);
+      sockaddr_storage from;
+      const socklen_t from_len = socket_address(src, 0, &from);
+      (void)!bind(fd, reinterpret_cast<sockaddr*>(&from), from_len);
     } else {
       set_int(fd, IPPROTO_IPV6, IPV6_MULTICAST_IF, static_cast<int>(interface_of(src)));
     }
   }
-  sockaddr_storage ss{};
-  socklen_t len;
-  if (v4) {
-    auto* sin = reinterpret_cast<sockaddr_in*>(&ss);
-    sin->sin_family = AF_INET;
-    sin->sin_port = htons(net::kRoceUdpPort);
-    std::memcpy(&sin->sin_addr, dst.s6_addr + 12, 4);
-    len = sizeof *sin;
-  } else {
-    auto* sin6 = reinterpret_cast<sockaddr_in6*>(&ss);
-    sin6->sin6_family = AF_INET6;
-    sin6->sin6_port = htons(net::kRoceUdpPort);
-    sin6->sin6_addr = dst;
-    len = sizeof *sin6;
-  }
+  sockaddr_storage ss;
+  const socklen_t len = socket_address(dst, net::kRoceUdpPort, &ss);
   int mtu = 0;
   socklen_t ml = sizeof mtu;
   bool ok = connect(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0 &&
@@ -314,16 +300,15 @@ bool RoceSocket::try_own() {
 }
 
 void RoceSocket::leave_group() {
-  sockaddr_in discard4{};
-  discard4.sin_family = AF_INET;
-  discard4.sin_port = htons(9);
-  discard4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd4_ >= 0) connect(fd4_, reinterpret_cast<sockaddr*>(&discard4), sizeof discard4);
-  sockaddr_in6 discard6{};
-  discard6.sin6_family = AF_INET6;
-  discard6.sin6_port = htons(9);
-  discard6.sin6_addr = in6addr_loopback;
-  if (fd6_ >= 0) connect(fd6_, reinterpret_cast<sockaddr*>(&discard6), sizeof discard6);
+  sockaddr_storage discard;
+  if (fd4_ >= 0) {
+    const socklen_t len = socket_address(net::v4_mapped(htonl(INADDR_LOOPBACK)), 9, &discard);
+    connect(fd4_, reinterpret_cast<sockaddr*>(&discard), len);
+  }
+  if (fd6_ >= 0) {
+    const socklen_t len = socket_address(in6addr_loopback, 9, &discard);
+    connect(fd6_, reinterpret_cast<sockaddr*>(&discard), len);
+  }
 }
 
 void RoceSocket::close() {
@@ -396,21 +381,16 @@ void number_segments(OutDatagram* d, size_t n) {
 int prepare(const OutDatagram& d, msghdr* msg, sockaddr_storage* to, iovec* iov, SendControl* control) {
   *iov = iovec{const_cast<uint8_t*>(d.data), d.len};
   *msg = msghdr{};
-  *to = sockaddr_storage{};
   *control = SendControl{};
   msg->msg_iov = iov;
   msg->msg_iovlen = 1;
   msg->msg_control = control->bytes;
   msg->msg_controllen = sizeof control->bytes;
   msg->msg_name = to;
+  msg->msg_namelen = socket_address(d.dst, d.dst_port, to);
   cmsghdr* c = CMSG_FIRSTHDR(msg);
   const int tclass = d.traffic_class;
   if (net::is_v4_mapped(d.dst)) {
-    auto* sin = reinterpret_cast<sockaddr_in*>(to);
-    sin->sin_family = AF_INET;
-    sin->sin_port = htons(d.dst_port);
-    std::memcpy(&sin->sin_addr, d.dst.s6_addr + 12, 4);
-    msg->msg_namelen = sizeof *sin;
     c->cmsg_level = IPPROTO_IP;
     c->cmsg_type = IP_PKTINFO;
     c->cmsg_len = CMSG_LEN(sizeof(in_pktinfo));
@@ -425,11 +405,6 @@ int prepare(const OutDatagram& d, msghdr* msg, sockaddr_storage* to, iovec* iov,
     msg->msg_controllen = CMSG_SPACE(sizeof(in_pktinfo)) + CMSG_SPACE(sizeof(int));
     return 0;
   }
-  auto* sin6 = reinterpret_cast<sockaddr_in6*>(to);
-  sin6->sin6_family = AF_INET6;
-  sin6->sin6_port = htons(d.dst_port);
-  sin6->sin6_addr = d.dst;
-  msg->msg_namelen = sizeof *sin6;
   c->cmsg_level = IPPROTO_IPV6;
   c->cmsg_type = IPV6_PKTINFO;
   c->cmsg_len = CMSG_LEN(sizeof(in6_pktinfo));

@@ -628,14 +628,8 @@ void RoceTransport::progress() {
       const size_t count = roce::receiving_fds(nic_, fds);
       thread_local roce::ReceiveSlots slots;
       if (poll(fds, count, 0) > 0) {
-        roce::t_hold_answers = true;  // for this thread's next post (Engine::answers_held_ns)
-        try {
-          roce::drain(nic_, slots, 64, roce::readable_of(fds, count));
-        } catch (...) {
-          roce::t_hold_answers = false;
-          throw;
-        }
-        roce::t_hold_answers = false;
+        roce::HoldAnswers hold(true);  // for this thread's next post (Engine::answers_held_ns)
+        roce::drain(nic_, slots, 64, roce::readable_of(fds, count));
       }
     } catch (const std::bad_alloc&) {
       roce::out_of_memory();  // what was in hand is lost, as packets on a wire

@@ -176,6 +176,25 @@ struct FakeNode {
   uint64_t count(Counter c) const { return engine.counters.device_total(c); }
 };
 
+// An RC connection from QP `qpn` of `from` to QP `peer_qpn` of `to`: `from`
+// sends with `p` to `*dest` (filled here), and `to` answers for its QP
+// (returned), which expects `p.sq_psn` first.
+inline FakeQp& connect_rc(FakeNode& from, uint32_t qpn, FakeNode& to, uint32_t peer_qpn, const SendParams& p,
+                          Destination* dest) {
+  std::memcpy(dest->dgid.raw, &to.addr, 16);
+  std::memcpy(dest->sgid.raw, &from.addr, 16);
+  FakeQp& q = to.targets.qps[peer_qpn];
+  q.t.qpn = peer_qpn;
+  q.t.type = IBV_QPT_RC;
+  q.t.dest_qpn = qpn;
+  std::memcpy(q.t.dgid.raw, &from.addr, 16);
+  q.t.path_mtu = 1024;
+  q.t.max_dest_rd_atomic = 16;
+  q.t.rq_psn = p.sq_psn;
+  from.ready_to_send(qpn, p);
+  return q;
+}
+
 // One packet as it went onto the fake wire.
 struct Carried {
   uint64_t at_ns;
@@ -288,12 +307,9 @@ class FakeNet {
       if (!net::datagram_icrc_ok(a, f.bytes.data(), len)) return;
       net::RocePacket pkt;
       if (!net::decode(f.bytes.data() + net::kDatagramHeadroom, len - net::kIcrcBytes, &pkt)) return;
-      t_hold_answers = n.application_drains;
-      {
-        EngineLock g(n.engine);
-        n.engine.receive(pkt, PacketAddrs{f.src, f.dst}, len);
-      }
-      t_hold_answers = false;
+      HoldAnswers hold(n.application_drains);
+      EngineLock g(n.engine);
+      n.engine.receive(pkt, PacketAddrs{f.src, f.dst}, len);
       return;
     }
   }

@@ -24,62 +24,42 @@ bool is_send(const net::RocePacket& p) { return net::opcode_info(p.bth.opcode)->
 // through an application thread's drain.
 struct PingPong {
   PingPong() : net(1), a(net.add_node(1)), b(net.add_node(2)) {
-    connect(a, kQpnA, b, kQpnB, to_b);
-    connect(b, kQpnB, a, kQpnA, to_a);
-    b.application_drains = true;
-  }
-  static void connect(FakeNode& from, uint32_t qpn, FakeNode& to, uint32_t peer_qpn, Destination& dest) {
     SendParams p;
     p.sq_psn = 100;
     p.path_mtu = IBV_MTU_1024;
     p.timeout = 14;
     p.retry_cnt = 7;
-    from.ready_to_send(qpn, p);
-    std::memcpy(dest.dgid.raw, &to.addr, 16);
-    std::memcpy(dest.sgid.raw, &from.addr, 16);
-    FakeQp& q = to.targets.qps[peer_qpn];
-    q.t.qpn = peer_qpn;
-    q.t.type = IBV_QPT_RC;
-    q.t.dest_qpn = qpn;
-    std::memcpy(q.t.dgid.raw, &from.addr, 16);
-    q.t.path_mtu = 1024;
-    q.t.rq_psn = 100;
+    connect_rc(a, kQpnA, b, kQpnB, p, &to_b);
+    connect_rc(b, kQpnB, a, kQpnA, p, &to_a);
+    b.application_drains = true;
   }
-  // An 8-byte SEND from `from` (QP `qpn`) to `dest`.
-  void send(FakeNode& from, uint32_t qpn, uint32_t peer_qpn, Destination& dest) {
-    payloads.emplace_back(8, uint8_t{0x5a});
-    pieces.push_back(Piece{payloads.back().data(), 8});
-    Message m{};
-    m.qp_type = IBV_QPT_RC;
-    m.opcode = IBV_WR_SEND;
-    m.src_qpn = qpn;
-    m.dst_qpn = peer_qpn;
-    m.dst = &dest;
-    m.pieces = &pieces.back();
-    m.num_pieces = 1;
-    m.length = 8;
-    m.token = tokens++;
-    EngineLock g(from.engine);
-    from.engine.start_reliable(m);
-  }
-  // A READ of `len` bytes from B's QP memory by A's QP.
-  void read_from_b(uint32_t len) {
-    payloads.emplace_back(len);
+  // A work request of `len` bytes from `from`'s QP to the other end's: a
+  // SEND of them, or a READ of the other end's memory.
+  void post(FakeNode& from, ibv_wr_opcode op, uint32_t len = 8) {
+    const bool from_a = &from == &a;
+    const uint32_t qpn = from_a ? kQpnA : kQpnB, peer_qpn = from_a ? kQpnB : kQpnA;
+    const FakeQp& target = (from_a ? b : a).targets.qps.at(peer_qpn);
+    payloads.emplace_back(len, uint8_t{0x5a});
     pieces.push_back(Piece{payloads.back().data(), len});
     Message m{};
     m.qp_type = IBV_QPT_RC;
-    m.opcode = IBV_WR_RDMA_READ;
-    m.src_qpn = kQpnA;
-    m.dst_qpn = kQpnB;
-    m.dst = &to_b;
-    m.sink = &pieces.back();
-    m.num_sink = 1;
+    m.opcode = op;
+    m.src_qpn = qpn;
+    m.dst_qpn = peer_qpn;
+    m.dst = from_a ? &to_b : &to_a;
     m.length = len;
-    m.remote_addr = b.targets.qps.at(kQpnB).va;
-    m.rkey = b.targets.qps.at(kQpnB).rkey;
+    if (op == IBV_WR_RDMA_READ) {
+      m.sink = &pieces.back();
+      m.num_sink = 1;
+      m.remote_addr = target.va;
+      m.rkey = target.rkey;
+    } else {
+      m.pieces = &pieces.back();
+      m.num_pieces = 1;
+    }
     m.token = tokens++;
-    EngineLock g(a.engine);
-    a.engine.start_reliable(m);
+    EngineLock g(from.engine);
+    from.engine.start_reliable(m);
   }
   // Steps until B's QP has received `n` SENDs.
   void until_b_received(size_t n) {
@@ -97,12 +77,12 @@ struct PingPong {
 
 TEST(RoceHeldAnswers, TheAckLeavesWithTheNextRequestInOneSend) {
   PingPong p;
-  p.send(p.a, kQpnA, kQpnB, p.to_b);
+  p.post(p.a, IBV_WR_SEND);
   p.until_b_received(1);
   // B's application has its message; the ACK waits for its reply.
   EXPECT_TRUE(p.b.wire.sends.empty());
   EXPECT_TRUE(p.b.engine.answers_held.load());
-  p.send(p.b, kQpnB, kQpnA, p.to_a);
+  p.post(p.b, IBV_WR_SEND);
   ASSERT_EQ(p.b.wire.sends.size(), 1u);
   const std::vector<net::RocePacket>& call = p.b.wire.sends[0];
   ASSERT_EQ(call.size(), 2u);
@@ -119,7 +99,7 @@ TEST(RoceHeldAnswers, TheAckLeavesWithTheNextRequestInOneSend) {
 
 TEST(RoceHeldAnswers, WithNoPostTheAckStillComes) {
   PingPong p;
-  p.send(p.a, kQpnA, kQpnB, p.to_b);
+  p.post(p.a, IBV_WR_SEND);
   p.until_b_received(1);
   const uint64_t arrived = p.net.now_ns();
   p.b.application_drains = false;  // it stopped polling: B's network thread takes what comes
@@ -138,7 +118,7 @@ TEST(RoceHeldAnswers, TheAlarmIsArmedForThemWhenNothingElseIsDue) {
   PingPong p;
   // B's application drains a SEND when B has nothing of its own in flight:
   // the held ACK is the next deadline.
-  p.send(p.a, kQpnA, kQpnB, p.to_b);
+  p.post(p.a, IBV_WR_SEND);
   p.until_b_received(1);
   ASSERT_TRUE(p.b.engine.answers_held.load());
   EXPECT_EQ(p.b.engine.next_deadline(), p.net.now_ns() + kAnswerHoldNs);
@@ -146,14 +126,13 @@ TEST(RoceHeldAnswers, TheAlarmIsArmedForThemWhenNothingElseIsDue) {
 
 TEST(RoceHeldAnswers, AFullBatchTakesThemAndLeavesNoDeadlineBehind) {
   PingPong p;
-  p.b.targets.qps.at(kQpnB).t.max_dest_rd_atomic = 16;
-  p.send(p.a, kQpnA, kQpnB, p.to_b);
+  p.post(p.a, IBV_WR_SEND);
   p.until_b_received(1);
   ASSERT_TRUE(p.b.engine.answers_held.load());  // one ACK held
   // Then B's network thread answers a READ with 64 packets: the held ACK
   // and 63 of them fill a batch, which leaves as the 64th is built.
   p.b.application_drains = false;
-  p.read_from_b(64 * 1024);
+  p.post(p.a, IBV_WR_RDMA_READ, 64 * 1024);
   ASSERT_TRUE(p.net.run_until([&] { return p.a.completions.size() == 2; }));
   EXPECT_EQ(p.a.completions[0].response.outcome, Outcome::kAck);
   EXPECT_EQ(p.a.completions[1].response.outcome, Outcome::kAck);
@@ -168,7 +147,7 @@ TEST(RoceHeldAnswers, AFullBatchTakesThemAndLeavesNoDeadlineBehind) {
 
 TEST(RoceHeldAnswers, SendHeldAnswersSendsThemAtOnce) {
   PingPong p;
-  p.send(p.a, kQpnA, kQpnB, p.to_b);
+  p.post(p.a, IBV_WR_SEND);
   p.until_b_received(1);
   ASSERT_TRUE(p.b.wire.sends.empty());
   p.b.engine.send_held_answers();  // a QP destroyed, the process exiting, the next drain
@@ -181,7 +160,7 @@ TEST(RoceHeldAnswers, SendHeldAnswersSendsThemAtOnce) {
 TEST(RoceHeldAnswers, TheNetworkThreadHoldsNothing) {
   PingPong p;
   p.b.application_drains = false;
-  p.send(p.a, kQpnA, kQpnB, p.to_b);
+  p.post(p.a, IBV_WR_SEND);
   p.until_b_received(1);
   ASSERT_EQ(p.b.wire.sends.size(), 1u);  // the ACK, at once
   EXPECT_TRUE(is_ack(p.b.wire.sends[0][0]));

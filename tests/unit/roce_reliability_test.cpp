@@ -30,17 +30,7 @@ struct Link {
     params.path_mtu = IBV_MTU_1024;
     params.timeout = timeout;
     params.retry_cnt = retry_cnt;
-    std::memcpy(to_b.dgid.raw, &b.addr, 16);
-    std::memcpy(to_b.sgid.raw, &a.addr, 16);
-    FakeQp& q = b.targets.qps[kResponderQpn];
-    q.t.qpn = kResponderQpn;
-    q.t.type = IBV_QPT_RC;
-    q.t.dest_qpn = kRequesterQpn;
-    std::memcpy(q.t.dgid.raw, &a.addr, 16);
-    q.t.path_mtu = 1024;
-    q.t.max_dest_rd_atomic = 16;
-    q.t.rq_psn = sq_psn;
-    a.ready_to_send(kRequesterQpn, params);
+    connect_rc(a, kRequesterQpn, b, kResponderQpn, params, &to_b);
   }
 
   FakeQp& target() { return b.targets.qps.at(kResponderQpn); }
