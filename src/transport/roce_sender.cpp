@@ -288,7 +288,8 @@ void Engine::restart_timer(Sender& s, bool progress) {
   const uint64_t now = wire_.now_ns(), period = s.timeout ? ack_timeout_ns(s.timeout) : kForeverRetryNs;
   s.deadline_ns = now + period;
   const uint64_t rtt = s.srtt_ns ? s.srtt_ns : kFirstRttGuessNs;
-  s.probe_ns = period / 2 > kMinProbeNs ? now + std::clamp<uint64_t>(4 * rtt, kMinProbeNs, period / 2) : 0;
+  s.probe_gap_ns = std::clamp<uint64_t>(4 * rtt, kMinProbeNs, period / 2);
+  s.probe_ns = period / 2 > kMinProbeNs ? now + s.probe_gap_ns : 0;
   const uint64_t due = s.probe_ns ? s.probe_ns : s.deadline_ns;
   if (!armed_ns || due < armed_ns) rearm = true;
   if (progress) s.retry_left = s.retry_cnt;
@@ -419,7 +420,9 @@ bool Engine::finish_before(Sender& s, size_t k) {
 // responder stopped there: on_response sends everything after it again);
 // if nothing was lost, both are duplicates and are acknowledged.
 void Engine::probe(Sender& s) {
-  s.probe_ns = 0;
+  s.probe_gap_ns *= 2;
+  const uint64_t next = wire_.now_ns() + s.probe_gap_ns;
+  s.probe_ns = next < s.deadline_ns ? next : 0;
   Outbound& oldest = s.out.front();
   if (oldest.sent == 0) return;
   counters.add(oldest.req.src_qpn, kProbes);

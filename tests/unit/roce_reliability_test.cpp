@@ -169,6 +169,23 @@ TEST(RoceReliability, ALostTailIsFoundByTheLossProbeNotTheAckTimer) {
   EXPECT_EQ(l.target().arrived.size(), 1u);
 }
 
+// Rule: a probe lost too (the same loss hits it) is followed by more, at
+// doubling gaps, until one gets through: still long before the ACK timer,
+// which with one probe per quiet spell was all that was left.
+TEST(RoceReliability, ALostProbeIsFollowedByAnotherNotTheAckTimer) {
+  Link l(1, 100, /*timeout=*/18);  // ACK timer ~1 s
+  auto tail = [](const net::RocePacket& p) { return is_data(p) && p.bth.psn == 102; };
+  for (int i = 0; i < 3; ++i) l.net.drop_once(tail);  // the tail, and the first two probes' copies of it
+  const uint64_t start = l.net.now_ns();
+  l.post(IBV_WR_SEND, pattern(3000, 5));
+  ASSERT_TRUE(l.net.run_until([&] { return l.all_answered(); }));
+  expect_all_acked(l);
+  EXPECT_GE(l.a.count(kProbes), 3u);
+  EXPECT_EQ(l.a.count(kAckTimeouts), 0u);
+  EXPECT_LT(l.net.now_ns() - start, ack_timeout_ns(18) / 8);
+  EXPECT_EQ(l.target().arrived.size(), 1u);
+}
+
 // Rule: with nothing answered, the ACK timer (4.096 us x 2^timeout) sends
 // again retry_cnt times, then the work request ends in RETRY_EXC_ERR.
 TEST(RoceReliability, RetryCountExhaustionEndsTheMessage) {
