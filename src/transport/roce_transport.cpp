@@ -39,14 +39,14 @@
 namespace sv {
 namespace roce {
 
-// Application threads that drain the sockets (RoceTransport::progress) keep
-// the network thread away once they have done so for kSteadyDrainNs with no
-// gap longer than kDrainGapNs: a thread that polls its CQ for a whole
-// ping-pong (a SEND's receiver) does; one that polls briefly for an ACK and
-// then spins on memory that a WRITE will fill does not, and needs the
-// network thread to be woken by that WRITE (network_thread).
+// An application thread that drained the sockets (RoceTransport::progress)
+// less than kDrainGapNs ago keeps the network thread away from them
+// (network_thread): it is polling its CQ, and will take the next packets.
 constexpr uint64_t kDrainGapNs = 8'000;
-constexpr uint64_t kSteadyDrainNs = 40'000;
+// An application thread that came to drain less than kPollingNs ago is
+// polling through an exchange: what the network thread answers meanwhile
+// is held for it (network_thread).
+constexpr uint64_t kPollingNs = 100'000;
 
 // The process's RoCEv2 device: its UDP port and what reaches it (the wire),
 // the QPs it answers for, the engine between them, and the registry slot
@@ -65,9 +65,9 @@ struct Nic : PrivateHeapObject {
   // (RoceTransport::progress, from a poll of an empty CQ): while it keeps
   // doing so, the network thread stays out of its way (network_thread).
   std::atomic<uint64_t> app_drained_ns{0};
-  // Since when application threads have drained with no gap longer than
-  // kDrainGapNs: the start of this spell of polling.
-  std::atomic<uint64_t> app_draining_since_ns{0};
+  // When an application thread last came to drain, whether or not it got
+  // rx_mu: it is polling, and takes what is held for it (network_thread).
+  std::atomic<uint64_t> app_polled_ns{0};
 };
 
 namespace {
@@ -488,8 +488,7 @@ void network_thread(Nic* nic) {
       nap_ns = 0;
     } else if (nap_ns) {  // after a nap: did the application drain meanwhile?
       nap_ns = drained >= nap_start_ns ? std::min(2 * nap_ns, max_nap_ns) : 0;
-    } else if (now - drained < kDrainGapNs &&
-               now - n.app_draining_since_ns.load(std::memory_order_relaxed) >= kSteadyDrainNs) {
+    } else if (now - drained < kDrainGapNs) {
       nap_ns = kFirstNapNs;
     }
     nap_start_ns = now;
@@ -520,6 +519,16 @@ void network_thread(Nic* nic) {
         EngineLock g(e);
         n.port.sock.try_own();
       }
+      // What this thread answers while an application thread polls (it
+      // came to drain moments ago) is held for that thread's next post or
+      // poll, as if it had drained itself (Engine::answers_held_ns). Sent
+      // now, the ACK of a ping-pong's request leaves alone and the reply a
+      // moment later, in a trip of its own; the peer, its completion found
+      // by the ACK, spins on memory for that reply with nobody draining
+      // for it but its network thread, which answers alone in turn: a
+      // slow mode that lasted once entered (ib_write_lat between two
+      // namespaces, 6 rounds: ~32 us typical; ~16 us held).
+      HoldAnswers hold(monotonic_ns() - n.app_polled_ns.load(std::memory_order_relaxed) < kPollingNs);
       const Readable readable = readable_of(fds, receiving);
       if (readable.v4 || readable.v6 || readable.forwarded || readable.steered) {
         std::lock_guard rx(n.rx_mu);
@@ -604,6 +613,7 @@ Response RoceTransport::deliver(const Message& m) {
 void RoceTransport::progress() {
   if (!nic_.started.load(std::memory_order_acquire)) return;
   roce::Engine& e = nic_.engine;
+  nic_.app_polled_ns.store(monotonic_ns(), std::memory_order_relaxed);
   // What the last drain held for a post that did not come goes now.
   e.send_held_answers();
   {
@@ -616,10 +626,7 @@ void RoceTransport::progress() {
       sched_yield();
       return;
     }
-    const uint64_t now = monotonic_ns();
-    if (now - nic_.app_drained_ns.load(std::memory_order_relaxed) > roce::kDrainGapNs)
-      nic_.app_draining_since_ns.store(now, std::memory_order_relaxed);
-    nic_.app_drained_ns.store(now, std::memory_order_relaxed);
+    nic_.app_drained_ns.store(monotonic_ns(), std::memory_order_relaxed);
     try {
       // One system call says which sockets hold anything: an application
       // polling an empty CQ comes here over and over, and a receive on each
