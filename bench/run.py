@@ -252,9 +252,22 @@ def paired_ratios(by_round, ours_key, peer_key):
     return [a[r] / b[r] for r in sorted(a) if r in b and b[r]]
 
 
+def cpu_model():
+    """The CPU's model name: shared-memory figures depend on it (a line's trip
+    between two cores costs several times more on some parts than others)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
 def write_report(args, plan, samples, by_round):
     lines = []
-    meta = (f"{time.strftime('%Y-%m-%d')}, {args.rounds} interleaved rounds, medians; "
+    meta = (f"{time.strftime('%Y-%m-%d')} on {cpu_model()}, {args.rounds} interleaved rounds, medians; "
             f"load average before: {os.getloadavg()[0]:.2f}; UCX_TLS=posix,cma,self; softverbs memory path: overlay "
             "(registered pages shared, plain loads and stores); CPU placement: none (both processes of a pair "
             f"float over the machine's {os.cpu_count()} CPUs, as the kernel schedules them)")
