@@ -2,7 +2,8 @@
 # Two builds of softverbs side by side (a refactor's "no change in speed"):
 # perftest with build A's libraries and with build B's, alternating within
 # each round, ROUNDS rounds, between two network namespaces on a veth
-# (RoCEv2) and within one of them (shared memory). Prints a Markdown table:
+# (RoCEv2; also with 3% of packets lost) and within one of them (shared
+# memory). Prints a Markdown table:
 # each figure's median for A and B and the median of the per-round ratios
 # B/A (latencies: < 1 is faster; bandwidth and message rate: > 1 is faster).
 #   bench/build_ab.sh BUILD_A BUILD_B [ROUNDS]
@@ -27,8 +28,26 @@ run() {
 }
 net() { run "$1" "$a" "$b" "$ga" "$gb" "${@:2}"; }  # between the namespaces
 shm() { run "$1" "$a" "$a" "$ga" "$ga" "${@:2}"; }  # within one
+# Between the namespaces with 3% of each side's UDP 4791 packets dropped at
+# random (the rule of roce_netns.sh).
+loss() {
+  local ns
+  for ns in "$a" "$b"; do
+    ip netns exec "$ns" nft -f - <<NFT
+table inet loss {
+  chain out {
+    type filter hook output priority 0;
+    udp dport 4791 numgen random mod 100 < 3 drop
+  }
+}
+NFT
+  done
+  net "$@"
+  for ns in "$a" "$b"; do ip netns exec "$ns" nft delete table inet loss; done
+}
 figures=(
   "net|ib_write_bw -s 1M, MB/s|4|ib_write_bw -s 1048576 -D 3"
+  "loss|ib_write_bw -s 1M, 3% loss, MB/s|4|ib_write_bw -s 1048576 -D 4"
   "net|ib_write_lat -s 8, us|5|ib_write_lat -s 8 -n 20000"
   "net|ib_send_lat -s 8, us|5|ib_send_lat -s 8 -n 20000"
   "net|ib_read_lat -s 8, us|5|ib_read_lat -s 8 -n 20000"
@@ -63,6 +82,6 @@ for line in sys.stdin:
     where, name, a, b = line.rstrip("\n").split("|")
     a = [float(x) for x in a.split()]; b = [float(x) for x in b.split()]
     r = [y / x for x, y in zip(a, b) if x == x and y == y and x > 0]
-    path = "RoCEv2, two namespaces" if where == "net" else "shared memory"
+    path = {"net": "RoCEv2, two namespaces", "loss": "RoCEv2, two namespaces, 3% loss"}.get(where, "shared memory")
     print(f"| {path} | {name} | {med(a):.2f} | {med(b):.2f} | {med(r):.2f} |" if r else f"| {path} | {name} | - | - | - |")
 '
