@@ -372,9 +372,13 @@ TEST(RoceReliability, AnErrorNakEndsTheMessageWithItsVerdict) {
 // message arrives exactly once, in order, and every work request is
 // answered in order with success, or the QP gives up as the spec says
 // (retry_cnt exhausted) and what arrived is a prefix of what was sent.
-TEST(RoceReliability, EveryMessageArrivesOnceInOrderOverABadNetwork) {
+// 150 seeds, in five tests of 30: whole, the test outran the hang
+// watchdog (50 s) under ASan on a slower host.
+class RoceReliabilitySeeds : public ::testing::TestWithParam<uint64_t> {};
+
+TEST_P(RoceReliabilitySeeds, EveryMessageArrivesOnceInOrderOverABadNetwork) {
   int gave_up = 0;
-  for (uint64_t seed = 1; seed <= 150; ++seed) {
+  for (uint64_t seed = GetParam(); seed < GetParam() + 30; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     Link l(seed, /*sq_psn=*/static_cast<uint32_t>(0xFFFFFF - seed * 37), /*timeout=*/12, /*retry_cnt=*/7);
     l.net.impair.drop = 0.02 + (seed % 5) * 0.02;
@@ -433,10 +437,12 @@ TEST(RoceReliability, EveryMessageArrivesOnceInOrderOverABadNetwork) {
       for (const auto& [token, data] : reads) ASSERT_EQ(l.result(token), data) << "READ " << token;
     }
   }
-  // With at most 10% loss and 7 retries, giving up is rare.
+  // With at most 10% loss and 7 retries, giving up is rare (at most 3 in
+  // the 150 seeds before they were split).
   RecordProperty("gave_up", gave_up);
-  EXPECT_LE(gave_up, 3);
+  EXPECT_LE(gave_up, 2);
 }
+INSTANTIATE_TEST_SUITE_P(FirstSeed, RoceReliabilitySeeds, ::testing::Values(1, 31, 61, 91, 121));
 
 }  // namespace
 }  // namespace sv::roce::fake
