@@ -29,22 +29,8 @@ run() {
 net() { run "$1" "$a" "$b" "$ga" "$gb" "${@:2}"; }  # between the namespaces
 shm() { run "$1" "$a" "$a" "$ga" "$ga" "${@:2}"; }  # within one
 # Between the namespaces with 3% of each side's UDP 4791 packets dropped at
-# random (the rule of roce_netns.sh).
-loss() {
-  local ns
-  for ns in "$a" "$b"; do
-    ip netns exec "$ns" nft -f - <<NFT
-table inet loss {
-  chain out {
-    type filter hook output priority 0;
-    udp dport 4791 numgen random mod 100 < 3 drop
-  }
-}
-NFT
-  done
-  net "$@"
-  for ns in "$a" "$b"; do ip netns exec "$ns" nft delete table inet loss; done
-}
+# random (netns_pair.sh, netns_loss).
+loss() { netns_loss on 3; net "$@"; netns_loss off; }
 figures=(
   "net|ib_write_bw -s 1M, MB/s|4|ib_write_bw -s 1048576 -D 3"
   "loss|ib_write_bw -s 1M, 3% loss, MB/s|4|ib_write_bw -s 1048576 -D 4"

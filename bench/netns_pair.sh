@@ -30,3 +30,23 @@ netns_gid_of() {
 }
 # The median of the numbers on stdin, one per line.
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
+# Drops PERCENT % of each namespace's UDP 4791 packets at random (an
+# nftables rule on output; a GSO send is dropped whole), or stops that.
+#   netns_loss on PERCENT | netns_loss off
+netns_loss() {
+  local ns
+  for ns in "$a" "$b"; do
+    if [ "$1" = on ]; then
+      ip netns exec "$ns" nft -f - <<NFT
+table inet loss {
+  chain out {
+    type filter hook output priority 0;
+    udp dport 4791 numgen random mod 100 < $2 drop
+  }
+}
+NFT
+    else
+      ip netns exec "$ns" nft delete table inet loss
+    fi
+  done
+}

@@ -52,22 +52,7 @@ spin_lat() {  # a UDP ping-pong whose two sides spin (non-blocking), as perftest
     awk '/percentile 50.000/ {print $NF; exit}'
   kill $server; wait $server 2>/dev/null
 }
-loss() {
-  for ns in "$a" "$b"; do
-    if [ "$1" = on ]; then
-      ip netns exec "$ns" nft -f - <<NFT
-table inet loss {
-  chain out {
-    type filter hook output priority 0;
-    udp dport 4791 numgen random mod 100 < 3 drop
-  }
-}
-NFT
-    else
-      ip netns exec "$ns" nft delete table inet loss
-    fi
-  done
-}
+loss() { netns_loss "$1" 3; }
 
 ratio() { awk -v x="$1" -v y="$2" 'BEGIN {if (y > 0) printf "%.2f", x / y; else print "nan"}'; }
 declare -a r_bw r_lat r_loss r_spin r_send
