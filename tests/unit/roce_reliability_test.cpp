@@ -10,6 +10,7 @@
 
 #include "core/ib_timers.h"
 #include "fake_roce_net.h"
+#include "sanitizers.h"
 
 namespace sv::roce::fake {
 namespace {
@@ -373,12 +374,14 @@ TEST(RoceReliability, AnErrorNakEndsTheMessageWithItsVerdict) {
 // answered in order with success, or the QP gives up as the spec says
 // (retry_cnt exhausted) and what arrived is a prefix of what was sent.
 // 150 seeds, in five tests of 30: whole, the test outran the hang
-// watchdog (50 s) under ASan on a slower host.
+// watchdog (50 s) under ASan on a slower host. Under TSan, 3 of each 30
+// (tests/common/sanitizers.h).
 class RoceReliabilitySeeds : public ::testing::TestWithParam<uint64_t> {};
 
 TEST_P(RoceReliabilitySeeds, EveryMessageArrivesOnceInOrderOverABadNetwork) {
   int gave_up = 0;
-  for (uint64_t seed = GetParam(); seed < GetParam() + 30; ++seed) {
+  const uint64_t seeds = kUnderThreadSanitizer ? 3 : 30;
+  for (uint64_t seed = GetParam(); seed < GetParam() + seeds; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     Link l(seed, /*sq_psn=*/static_cast<uint32_t>(0xFFFFFF - seed * 37), /*timeout=*/12, /*retry_cnt=*/7);
     l.net.impair.drop = 0.02 + (seed % 5) * 0.02;
