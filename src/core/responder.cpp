@@ -112,6 +112,19 @@ struct Rx {
   shm::RecvQueueShared* queue() const { return xrc_srq ? xrc_srq : receive_queue(*mem, *t); }
 };
 
+// The target QP went away while its message was being placed: its owner
+// destroyed it (state RESET, or the block already reused for another QP)
+// or the owning process (or an XRC SRQ's) exited. A NIC that has destroyed a QP drops what
+// arrives for it, so the message is lost, not refused: the owner's
+// teardown (the queue, CQ and MRs going after the QP) is not an error of
+// the requester's. (srq_pingpong's last SENDs, which can follow the
+// receiver's last count, met a deregistered MR and failed with
+// IBV_WC_REM_OP_ERR under load.)
+bool target_vanished(const shm::Peer& owner, const Rx& rx, const Message& m) {
+  return !can_receive(rx.t->state.load(std::memory_order_acquire)) || rx.t->qpn != m.dst_qpn || !owner.alive() ||
+         !rx.mem->alive();
+}
+
 void complete_receive(shm::PeerTable& peers, const Rx& rx, const shm::CqeFields& c) {
   shm::CqShared* cq = rx.cq_off ? peer_cq(*rx.mem, rx.cq_off) : nullptr;
   if (!cq) return;
@@ -200,6 +213,7 @@ Response respond_send(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShar
     c.byte_len = static_cast<uint32_t>(m.length);
   }
   for (uint32_t i = 0; ok && i < m.num_pieces; ++i) ok = s.put(m.pieces[i].addr, m.pieces[i].len);
+  if (!ok && target_vanished(owner, rx, m)) return lost(m);
   if (!ok) c.status = s.status();
   if (ok && m.opcode == IBV_WR_SEND_WITH_INV) remote_invalidate(*rx.mem, m.imm);
   complete_receive(peers, rx, c);
@@ -214,7 +228,9 @@ Response respond_send(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShar
 
 // A WRITE whose rkey, range or access failed: UC drops it, RC answers
 // "remote access error" and the target QP goes to the error state.
-Response refuse_write(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Message& m) {
+Response refuse_write(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Rx& rx,
+                      const Message& m) {
+  if (target_vanished(owner, rx, m)) return lost(m);
   SV_INFO("responder QP %#x: RDMA WRITE rkey %#x [%#lx, +%lu) refused", t.qpn, m.rkey, m.remote_addr, m.length);
   if (m.qp_type == IBV_QPT_UC) return Response{Outcome::kDropped, 0};
   flag_target_error(peers, owner, t, IBV_EVENT_QP_ACCESS_ERR);
@@ -248,7 +264,7 @@ Response respond_write(shm::PeerTable& peers, const shm::Peer& owner, shm::QpSha
       at += m.pieces[i].len;
     }
   }
-  if (!ok) return refuse_write(peers, owner, t, m);
+  if (!ok) return refuse_write(peers, owner, t, rx, m);
   if (with_imm) {
     shm::CqeFields c = receive_cqe(t, rx, m, w);
     c.byte_len = static_cast<uint32_t>(m.length);
@@ -282,6 +298,7 @@ Response respond_read(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShar
     }
   }
   if (ok) return Response{Outcome::kAck, 0};
+  if (target_vanished(owner, rx, m)) return lost(m);
   SV_INFO("responder QP %#x: RDMA READ rkey %#x [%#lx, +%lu) refused", t.qpn, m.rkey, m.remote_addr, m.length);
   flag_target_error(peers, owner, t, IBV_EVENT_QP_ACCESS_ERR);
   return Response{Outcome::kRemoteAccess, 0};
@@ -299,6 +316,7 @@ Response respond_atomic(shm::PeerTable& peers, const shm::Peer& owner, shm::QpSh
   if (!check_rkey(*rx.mem, t, rx, m.rkey, m.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC, &v) ||
       !atomic_on_mr(*rx.mem, *peers.registry().header(), v, m.remote_addr, m.opcode, m.compare_add, m.swap,
                     &original)) {
+    if (target_vanished(owner, rx, m)) return lost(m);
     SV_INFO("responder QP %#x: atomic rkey %#x at %#lx refused", t.qpn, m.rkey, m.remote_addr);
     flag_target_error(peers, owner, t, IBV_EVENT_QP_ACCESS_ERR);
     return Response{Outcome::kRemoteAccess, 0};
@@ -405,7 +423,7 @@ Response place_write_packet(shm::PeerTable& peers, const shm::Peer& owner, shm::
       check_rkey(*rx.mem, t, rx, m.rkey, m.remote_addr, m.length, IBV_ACCESS_REMOTE_WRITE, &v) &&
       write_to_mr(*rx.mem, v, m.remote_addr + offset, data, len))
     return Response{Outcome::kAck, 0};
-  return refuse_write(peers, owner, t, m);
+  return refuse_write(peers, owner, t, rx, m);
 }
 
 }  // namespace sv

@@ -47,14 +47,16 @@ const char* state_name(ResponderState s);
 const char* state_name(CompleterState s);
 
 // Runs a role for one packet: `step` from the first state until kDone, and
-// with SOFTVERBS_LOG=debug one line per transition ("QP 0x20022 responder:
-// PSN 0x66 RC_SEND_MIDDLE: check_psn -> sequence_nak").
+// with SOFTVERBS_LOG=trace one line per transition ("QP 0x20022 responder:
+// PSN 0x66 RC_SEND_MIDDLE: check_psn -> sequence_nak"). Not at debug: a
+// line per packet and state buried the debug log of an MPI job over RoCE
+// (~100k lines in 10 s, forwarded through mpirun) and slowed its ranks.
 template <typename State, typename Step>
 void run_role(const char* role, uint32_t qpn, uint32_t psn, const char* opcode, Step&& step) {
-  const bool trace = log_enabled(LogLevel::kDebug);
+  const bool trace = log_enabled(LogLevel::kTrace);
   for (State s{}; s != State::kDone;) {
     const State next = step(s);
-    if (trace) SV_DEBUG("QP %#x %s: PSN %#x %s: %s -> %s", qpn, role, psn, opcode, state_name(s), state_name(next));
+    if (trace) SV_TRACE("QP %#x %s: PSN %#x %s: %s -> %s", qpn, role, psn, opcode, state_name(s), state_name(next));
     s = next;
   }
 }

@@ -2,7 +2,8 @@
 # processes of this host, both writing captures; tshark must decode every
 # frame as RoCE with the expected opcodes, nothing malformed, every ICRC
 # right (recomputed by roce_pcap_check.py), PSNs without gaps, each message
-# in one file only. Skipped (77) without tshark.
+# in one file only. Skipped (77) without tshark. One CPU: the tools run 20
+# iterations; the time is tshark's and the checker's (0.99 CPUs measured).
 set(SHM_PCAP ${CMAKE_CURRENT_LIST_DIR}/shm_pcap.sh)
 # name | opcodes that must appear | port | pingpong/perftest | tool and arguments
 set(SHM_PCAP_CASES
@@ -26,6 +27,6 @@ foreach(case ${SHM_PCAP_CASES})
   separate_arguments(cmd UNIX_COMMAND "${cmd}")
   add_test(NAME e2e_shm_pcap_${name} COMMAND ${SHM_PCAP} ${expect} ${port} ${kind} ${cmd})
   set_tests_properties(e2e_shm_pcap_${name} PROPERTIES ENVIRONMENT "LD_LIBRARY_PATH=${PROJECT_BINARY_DIR}/lib"
-                       LABELS "e2e;pcap" TIMEOUT 180 PROCESSORS 2 SKIP_RETURN_CODE 77)
+                       LABELS "e2e;pcap" TIMEOUT 180 SKIP_RETURN_CODE 77)
   math(EXPR port "${port} + 1")
 endforeach()
