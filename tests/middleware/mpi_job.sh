@@ -95,7 +95,7 @@ echo "+ ${cmd[*]}"
 # (with_stacks.sh sees only the launcher), so a hang says where it was.
 ( sleep $((limit - 5)) && for pid in $(pgrep -f "^${program[0]}( |$)"); do
     echo "=== stacks of rank process $pid ($(tr '\0' ' ' </proc/$pid/cmdline 2>/dev/null))"
-    gdb -batch -nx -ex 'thread apply all bt 25' -p "$pid" 2>/dev/null | grep -E '^(#|Thread)'
+    timeout -k 5 20 gdb -batch -nx -ex 'thread apply all bt 25' -p "$pid" 2>/dev/null | grep -E '^(#|Thread)'
   done >"$out/stacks" 2>&1 ) &
 watchdog=$!
 "${in_a[@]}" "$here/../e2e/with_stacks.sh" "$limit" "$run" "${cmd[@]}" >"$out/job" 2>"$out/err"
