@@ -46,16 +46,17 @@ bool writes_local_memory(ibv_wr_opcode op) {
 }
 
 // Generates the completion of the WQE at `pos` (successful unsignaled WQEs
-// generate none) and moves on. `w` is the WQE: the send queue's slot, or
-// for a work request run straight from ibv_post_send (execute_direct) a
-// copy on the stack.
-void complete_wqe(Qp* qp, uint64_t pos, const SendWqe& w, ibv_wc_status status) {
-  if (status != IBV_WC_SUCCESS || w.signaled) {
+// generate none) and moves on. The WQE's fields come one by one: from the
+// send queue's slot (complete_wqe), or for a work request run straight
+// from ibv_post_send (execute_direct) from the request itself.
+void finish_wqe(Qp* qp, uint64_t pos, uint64_t wr_id, ibv_wr_opcode op, uint64_t length, bool signaled,
+                ibv_wc_status status) {
+  if (status != IBV_WC_SUCCESS || signaled) {
     shm::CqeFields c{};
-    c.wr_id = w.wr_id;
+    c.wr_id = wr_id;
     c.status = status;
-    c.opcode = wc_opcode_of(w.opcode);
-    c.byte_len = static_cast<uint32_t>(w.length);
+    c.opcode = wc_opcode_of(op);
+    c.byte_len = static_cast<uint32_t>(length);
     c.qp_num = qp->qp_base.qp_num;
     c.vendor_err = status == IBV_WC_SUCCESS ? 0 : 0x100 + status;
     push_local(qp->scq, c, qp, pos);
@@ -64,6 +65,10 @@ void complete_wqe(Qp* qp, uint64_t pos, const SendWqe& w, ibv_wc_status status) 
   qp->resume_at_ns = 0;
   qp->retry_left = retry_budget(qp->attr.retry_cnt);
   qp->rnr_left = rnr_retry_budget(qp->attr.rnr_retry);
+}
+
+void complete_wqe(Qp* qp, uint64_t pos, const SendWqe& w, ibv_wc_status status) {
+  finish_wqe(qp, pos, w.wr_id, w.opcode, w.length, w.signaled, status);
 }
 
 void complete(Qp* qp, uint64_t pos, ibv_wc_status status) { complete_wqe(qp, pos, qp->slot(pos), status); }
@@ -180,28 +185,36 @@ bool write_back(const OdpWriteBack& back) {
   return true;
 }
 
-Message message_for(Qp* qp, uint64_t pos, const SendWqe& w) {
-  const Destination& d = qp->type == IBV_QPT_UD ? qp->ud_dest(pos) : qp->peer;
+// A message to `d` from the QP, without what its work request says.
+Message message_from(Qp* qp, uint64_t pos, const Destination& d) {
   Message m;
   m.qp_type = qp->type;
-  m.opcode = w.opcode;
   m.src_qpn = qp->qp_base.qp_num;
   m.dst_qpn = d.qpn;
   m.qkey = d.qkey;
-  m.imm = w.imm;
   m.xrc_srqn = qp->type == IBV_QPT_XRC_SEND ? qp->sq_xrc_srqn[pos & qp->sq_mask] : 0;
-  m.solicited = w.flags & IBV_SEND_SOLICITED;
   m.block_self_mcast = qp->block_self_mcast;
   m.dst = &d;
   m.pieces = m.sink = nullptr;
   m.num_pieces = m.num_sink = 0;
   m.pieces_are_app_memory = false;
+  m.compare_add = m.swap = 0;
+  m.remote_addr = 0;
+  m.rkey = 0;
+  m.token = pos;
+  return m;
+}
+
+Message message_for(Qp* qp, uint64_t pos, const SendWqe& w) {
+  Message m = message_from(qp, pos, qp->type == IBV_QPT_UD ? qp->ud_dest(pos) : qp->peer);
+  m.opcode = w.opcode;
+  m.imm = w.imm;
+  m.solicited = w.flags & IBV_SEND_SOLICITED;
   m.length = w.length;
   m.remote_addr = w.remote_addr;
   m.rkey = w.rkey;
   m.compare_add = w.compare_add;
   m.swap = w.swap;
-  m.token = pos;
   return m;
 }
 
@@ -418,12 +431,12 @@ DirectRun execute_direct(Qp* qp, uint64_t pos, const ibv_send_wr* wr, Response* 
   // unusual goes the long way, which gives its error.
   Piece pieces[limits::kMaxSge];
   uint32_t n = 0;
-  SendWqe w;
+  uint64_t length = 0;
   const bool inlined = wr->send_flags & IBV_SEND_INLINE;
   for (int i = 0; i < wr->num_sge; ++i) {
     const ibv_sge& sg = wr->sg_list[i];
     if (sg.length == 0) continue;
-    w.length += sg.length;
+    length += sg.length;
     if (inlined) {
       pieces[n++] = Piece{reinterpret_cast<uint8_t*>(sg.addr), sg.length};
       continue;
@@ -432,20 +445,20 @@ DirectRun execute_direct(Qp* qp, uint64_t pos, const ibv_send_wr* wr, Response* 
     if (!local_piece(qp, sg, 0, false, &pieces[n], &odp) || odp) return DirectRun::kNotTaken;
     ++n;
   }
-  if (w.length > limits::kMtuBytes || (inlined && w.length > qp->cap.max_inline_data)) return DirectRun::kNotTaken;
-  // The WQE as ibv_post_send would have queued it, for message_for() and
-  // the completion.
-  w.wr_id = wr->wr_id;
-  w.opcode = op;
-  w.flags = wr->send_flags;
-  w.imm = wr->imm_data;
-  w.signaled = qp->sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
-  w.inlined = inlined;
+  if (length > limits::kMtuBytes || (inlined && length > qp->cap.max_inline_data)) return DirectRun::kNotTaken;
+  // The message as message_for() makes it of a queued WQE, built from the
+  // work request itself: no SendWqe in between (one on the stack, written
+  // field by field and read back in wider loads, stalled every message on
+  // store forwarding).
+  Message m = message_from(qp, pos, qp->peer);
+  m.opcode = op;
+  m.imm = wr->imm_data;
+  m.solicited = wr->send_flags & IBV_SEND_SOLICITED;
+  m.length = length;
   if (op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM) {
-    w.remote_addr = wr->wr.rdma.remote_addr;
-    w.rkey = wr->wr.rdma.rkey;
+    m.remote_addr = wr->wr.rdma.remote_addr;
+    m.rkey = wr->wr.rdma.rkey;
   }
-  Message m = message_for(qp, pos, w);
   m.pieces = pieces;
   m.num_pieces = n;
   m.pieces_are_app_memory = !inlined;
@@ -454,7 +467,7 @@ DirectRun execute_direct(Qp* qp, uint64_t pos, const ibv_send_wr* wr, Response* 
     *answer = r;
     return DirectRun::kAnswered;
   }
-  complete_wqe(qp, pos, w, IBV_WC_SUCCESS);
+  finish_wqe(qp, pos, wr->wr_id, op, length, qp->sig_all || (wr->send_flags & IBV_SEND_SIGNALED), IBV_WC_SUCCESS);
   return DirectRun::kDone;
 }
 
