@@ -5,6 +5,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 
@@ -77,6 +78,16 @@ struct MrView {
 // Reads the entry for `key` from an MR table (ours or a peer's) into `out`.
 // False if no live MR has this key. (An out-parameter: this is on every
 // message's path, and returning the view by value showed in profiles.)
-bool read_mr(const shm::MrEntry* table, uint32_t key, MrView* out);
+inline bool read_mr(const shm::MrEntry* table, uint32_t key, MrView* out) {
+  uint32_t idx = shm::key_index(key);
+  if (idx == 0 || idx >= shm::kMaxMrs) return false;
+  const shm::MrEntry& e = table[idx];
+  if (e.key.load(std::memory_order_acquire) != key) return false;
+  *out = MrView{key, e.pd, e.access, e.path, e.iova, e.length, e.vaddr, e.overlay_off, e.overlay_page, e.mw};
+  std::atomic_thread_fence(std::memory_order_acquire);
+  // Re-check: the owner may have deregistered (and reused) the entry while
+  // we copied it.
+  return e.key.load(std::memory_order_relaxed) == key;
+}
 
 }  // namespace sv

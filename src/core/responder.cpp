@@ -134,7 +134,7 @@ void complete_receive(shm::PeerTable& peers, const Rx& rx, const shm::CqeFields&
 
 // An rkey check: the MR exists, belongs to the QP's PD (XRC: the SRQ's),
 // allows `access`, covers the range, and the QP allows remote `access` too.
-bool check_rkey(const shm::Peer& owner, const shm::QpShared& t, const Rx& rx, uint32_t rkey, uint64_t addr,
+[[gnu::always_inline]] inline bool check_rkey(const shm::Peer& owner, const shm::QpShared& t, const Rx& rx, uint32_t rkey, uint64_t addr,
                 uint64_t len, unsigned access, MrView* v) {
   if (!(t.access_flags & access)) return false;
   const shm::MrEntry* table = mr_table(owner);
@@ -237,7 +237,7 @@ Response refuse_write(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShar
   return Response{Outcome::kRemoteAccess, 0};
 }
 
-Response respond_write(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Rx& rx,
+[[gnu::always_inline]] inline Response respond_write(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Rx& rx,
                        const Message& m, RecvAhead* ahead) {
   // WRITE with immediate consumes a receive WQE: check for one first, so an
   // RNR leaves the target memory untouched (intra-host; over the network
@@ -346,7 +346,7 @@ shm::RecvQueueShared* srq_of(const shm::Peer& owner, uint32_t srqn) {
 // can receive, is of the message's type and connected to its sender (UD:
 // the Q_Key matches), and where its receive side is (`rx`). False, with
 // the answer in *early, when the message goes no further.
-bool admit(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Message& m, Rx* rx,
+[[gnu::always_inline]] inline bool admit(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Message& m, Rx* rx,
            Response* early) {
   uint32_t state = t.state.load(std::memory_order_acquire);
   const bool xrc = t.type == IBV_QPT_XRC_RECV;

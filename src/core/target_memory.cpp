@@ -15,49 +15,6 @@
 namespace sv {
 namespace {
 
-// Where `addr` of an overlaid MR is in our mapping of the owner's arena.
-// Also for our own MRs: a packet from the network that lands after the
-// application unmapped its registered buffer (without deregistering it)
-// goes to the pages the MR still holds, as on a NIC, not to a fault.
-uint8_t* overlay_ptr(const shm::Peer& owner, const MrView& mr, uint64_t addr, size_t len) {
-  return mr.overlay_at(owner.base, owner.size, addr, len);
-}
-
-// RDMA WRITE data lands as a NIC's DMA puts it: in address order, each byte
-// once, the last byte last. Applications poll the last byte of a WRITE to
-// learn that it has landed, then write the buffer themselves (riostream,
-// ping-pong benchmarks). libc's memcpy gives no such order: with 64-byte
-// vectors a 64-byte copy stores all its bytes twice, so a target that saw
-// the last byte from the first store and wrote its next marker could have
-// it undone by the second (riostream then hung, both sides waiting). So the
-// last 64 bytes are stored one 8-byte word at a time, in order, after the
-// rest is complete.
-inline void place_bytes(void* dst, const void* src, size_t len) {
-  auto* d = static_cast<uint8_t*>(dst);
-  const auto* s = static_cast<const uint8_t*>(src);
-  constexpr size_t kTail = 64;
-  if (len > kTail) {
-    std::memcpy(d, s, len - kTail);
-#if defined(__x86_64__)
-    __builtin_ia32_sfence();  // a large memcpy may use weakly ordered (non-temporal) stores
-#endif
-    d += len - kTail;
-    s += len - kTail;
-    len = kTail;
-  }
-  size_t i = 0;
-  for (; i + 8 <= len; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, s + i, 8);
-    std::memcpy(d + i, &w, 8);
-    std::atomic_signal_fence(std::memory_order_seq_cst);  // keeps the stores apart and in order
-  }
-  for (; i < len; ++i) {
-    d[i] = s[i];
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-  }
-}
-
 // Small payloads (the common message) are copied inline: a call into libc's
 // memcpy costs more than the copy.
 inline void copy_bytes(void* dst, const void* src, size_t len) {
@@ -100,18 +57,11 @@ bool note_if_denied(const shm::Peer& owner, const char* call) {
 
 }  // namespace
 
-bool write_to_mr(const shm::Peer& owner, const MrView& mr, uint64_t addr, const void* src, size_t len) {
-  if (len == 0) return true;
-  if (owner.self && mr.path != shm::kMrOverlay) {
+bool write_to_mr_slow(const shm::Peer& owner, const MrView& mr, uint64_t addr, const void* src, size_t len) {
+  if (owner.self) {
     // On-demand pages may be absent: a failed copy, not a fault.
     if (__builtin_expect(mr.path == shm::kMrOdp, 0)) return self_mem_write_as_mapped(mr.owner_vaddr(addr), src, len);
     place_bytes(reinterpret_cast<void*>(mr.owner_vaddr(addr)), src, len);
-    return true;
-  }
-  if (mr.path == shm::kMrOverlay) {
-    uint8_t* p = overlay_ptr(owner, mr, addr, len);
-    if (!p) return false;
-    place_bytes(p, src, len);
     return true;
   }
   if (!cma_denied(owner)) {
