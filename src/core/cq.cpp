@@ -86,12 +86,6 @@ void report_overrun(Cq* cq) {
 
 }  // namespace
 
-shm::CqShared* peer_cq(const shm::Peer& owner, uint64_t off) {
-  auto* cq = owner.at<shm::CqShared>(off);
-  if (!cq || !owner.contains(cq->ring_off, uint64_t{cq->capacity} * sizeof(shm::Cqe))) return nullptr;
-  return cq;
-}
-
 Cq* create_cq(Context* ctx, int cqe, void* cq_context, Channel* chan, int comp_vector, uint64_t wc_flags) {
   if (cqe < 1 || static_cast<uint32_t>(cqe) > limits::kMaxCqe || comp_vector < 0 ||
       comp_vector >= ctx->context.num_comp_vectors) {

@@ -124,7 +124,11 @@ void push_local(Cq* cq, const shm::CqeFields& c, Qp* qp, uint64_t sq_pos);
 bool push_shared(shm::PeerTable& peers, const shm::Peer& owner, shm::CqShared* cq, const shm::CqeFields& c);
 
 // The shared CQ of `owner` at arena offset `off`, or nullptr if implausible.
-shm::CqShared* peer_cq(const shm::Peer& owner, uint64_t off);
+inline shm::CqShared* peer_cq(const shm::Peer& owner, uint64_t off) {
+  auto* cq = owner.at<shm::CqShared>(off);
+  if (!cq || !owner.contains(cq->ring_off, uint64_t{cq->capacity} * sizeof(shm::Cqe))) return nullptr;
+  return cq;
+}
 
 void install_cq_ex_ops(Cq* cq);  // fills the ibv_cq_ex function pointers
 

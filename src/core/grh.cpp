@@ -51,10 +51,6 @@ void build_grh(uint8_t out[kGrhBytes], const ibv_gid& sgid, const ibv_gid& dgid,
   std::memcpy(out + 24, dgid.raw, 16);
 }
 
-uint8_t roce_l3_header_type(const ibv_gid& sgid, const ibv_gid& dgid) {
-  return gid_is_ipv4_mapped(sgid) && gid_is_ipv4_mapped(dgid) ? kRoceL3Ipv4 : kRoceL3Ipv6;
-}
-
 bool parse_grh(const uint8_t in[kGrhBytes], ParsedGrh* out) {
   const uint8_t* ip = in + 20;
   bool v6 = (in[0] >> 4) == 6;

@@ -7,6 +7,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace sv {
 
@@ -34,6 +35,13 @@ bool parse_grh(const uint8_t in[kGrhBytes], ParsedGrh* out);
 // datagram whose address is not one of its GIDs.
 inline constexpr uint8_t kRoceL3Ipv6 = 1;
 inline constexpr uint8_t kRoceL3Ipv4 = 2;
-uint8_t roce_l3_header_type(const ibv_gid& sgid, const ibv_gid& dgid);
+// (Inline: it is on every receive completion.)
+inline uint8_t roce_l3_header_type(const ibv_gid& sgid, const ibv_gid& dgid) {
+  // Both ::ffff:a.b.c.d, IPv4-mapped: the message travels over IPv4.
+  constexpr uint8_t kV4Prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  return std::memcmp(sgid.raw, kV4Prefix, sizeof kV4Prefix) == 0 && std::memcmp(dgid.raw, kV4Prefix, sizeof kV4Prefix) == 0
+             ? kRoceL3Ipv4
+             : kRoceL3Ipv6;
+}
 
 }  // namespace sv

@@ -128,13 +128,6 @@ void note_receive_taken(shm::RecvQueueShared* q, uint32_t rq_pos) {
   }
 }
 
-shm::RecvQueueShared* peer_recv_queue(const shm::Peer& owner, uint64_t off) {
-  auto* q = owner.at<shm::RecvQueueShared>(off);
-  if (!q || q->max_sge > limits::kMaxSge) return nullptr;
-  if (q->capacity && !owner.contains(q->ring_off, uint64_t{q->capacity} * q->stride)) return nullptr;
-  return q;
-}
-
 namespace {
 
 const shm::RecvWqe* slot_at(const shm::Peer& owner, const shm::RecvQueueShared* q, uint64_t pos) {

@@ -88,6 +88,11 @@ bool take_recv_wqe(const shm::Peer& owner, shm::RecvQueueShared* q, RecvWqeCopy*
 void note_receive_taken(shm::RecvQueueShared* q, uint32_t rq_pos);
 
 // The receive queue of `owner` at arena offset `off`, or nullptr if implausible.
-shm::RecvQueueShared* peer_recv_queue(const shm::Peer& owner, uint64_t off);
+inline shm::RecvQueueShared* peer_recv_queue(const shm::Peer& owner, uint64_t off) {
+  auto* q = owner.at<shm::RecvQueueShared>(off);
+  if (!q || q->max_sge > limits::kMaxSge) return nullptr;
+  if (q->capacity && !owner.contains(q->ring_off, uint64_t{q->capacity} * q->stride)) return nullptr;
+  return q;
+}
 
 }  // namespace sv

@@ -38,7 +38,7 @@ class Scatter {
 
   // Appends `len` bytes; false with `status` set when they do not fit or an
   // SGE is invalid.
-  bool put(const uint8_t* src, uint64_t len) {
+  [[gnu::always_inline]] bool put(const uint8_t* src, uint64_t len) {
     while (len) {
       if (sge_ >= wqe_.num_sge) return fail(IBV_WC_LOC_LEN_ERR);
       const ibv_sge& s = wqe_.sge[sge_];
@@ -58,7 +58,7 @@ class Scatter {
   ibv_wc_status status() const { return status_; }
 
  private:
-  bool validate(const ibv_sge& s) {
+  [[gnu::always_inline]] bool validate(const ibv_sge& s) {
     if (s.length == 0) {
       ++sge_;
       return true;
@@ -125,7 +125,7 @@ bool target_vanished(const shm::Peer& owner, const Rx& rx, const Message& m) {
          !rx.mem->alive();
 }
 
-void complete_receive(shm::PeerTable& peers, const Rx& rx, const shm::CqeFields& c) {
+[[gnu::always_inline]] inline void complete_receive(shm::PeerTable& peers, const Rx& rx, const shm::CqeFields& c) {
   shm::CqShared* cq = rx.cq_off ? peer_cq(*rx.mem, rx.cq_off) : nullptr;
   if (!cq) return;
   if (!push_shared(peers, *rx.mem, cq, c) && !cq->overrun.exchange(1))
@@ -155,7 +155,7 @@ void check_srq_limit(shm::PeerTable& peers, const shm::Peer& owner, shm::RecvQue
     raise_async(peers, owner, q->ctx_index, IBV_EVENT_SRQ_LIMIT_REACHED, shm::kAsyncSrq, q->srqn);
 }
 
-shm::CqeFields receive_cqe(const shm::QpShared& t, const Rx& rx, const Message& m, const RecvWqeCopy& w) {
+[[gnu::always_inline]] inline shm::CqeFields receive_cqe(const shm::QpShared& t, const Rx& rx, const Message& m, const RecvWqeCopy& w) {
   shm::CqeFields c{};
   c.wr_id = w.wr_id;
   // Tells the owner's poller the WQE is gone (the QP's own queue only: an
@@ -182,7 +182,7 @@ shm::CqeFields receive_cqe(const shm::QpShared& t, const Rx& rx, const Message& 
   return c;
 }
 
-Response respond_send(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Rx& rx,
+[[gnu::always_inline]] inline Response respond_send(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Rx& rx,
                       const Message& m, RecvAhead* ahead) {
   // SEND with Invalidate names a type 2 window bound to this QP; any other
   // rkey makes the request invalid (checked before a receive is consumed).
