@@ -421,18 +421,26 @@ DirectRun execute_direct(Qp* qp, uint64_t pos, const ibv_send_wr* wr, Response* 
   if (qp->sq_exec != pos || qp->resume_at_ns || qp->state() != IBV_QPS_RTS) return DirectRun::kNotTaken;
   if (qp->type != IBV_QPT_RC && qp->type != IBV_QPT_UC) return DirectRun::kNotTaken;
   const ibv_wr_opcode op = wr->opcode;
-  if (op != IBV_WR_SEND && op != IBV_WR_SEND_WITH_IMM && op != IBV_WR_RDMA_WRITE && op != IBV_WR_RDMA_WRITE_WITH_IMM)
+  const bool atomic = op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+  // RDMA READ and atomics answer into local memory (`sink`). An initiator
+  // depth of 0 allows none: the long way says so (passes_rare_checks).
+  const bool fetches = op == IBV_WR_RDMA_READ || atomic;
+  if (fetches ? qp->attr.max_rd_atomic == 0
+              : op != IBV_WR_SEND && op != IBV_WR_SEND_WITH_IMM && op != IBV_WR_RDMA_WRITE &&
+                    op != IBV_WR_RDMA_WRITE_WITH_IMM)
     return DirectRun::kNotTaken;
   Transport* t = qp->peer.route;
   if (!t || t->answers_later()) return DirectRun::kNotTaken;
-  // The payload, from the work request: inline data straight from the
+  // The payload (or where a READ's bytes and an atomic's original value
+  // land), from the work request: inline data straight from the
   // application's buffers (they are read before ibv_post_send returns, as
   // inline data must be), registered memory with its lkey checked. Anything
   // unusual goes the long way, which gives its error.
   Piece pieces[limits::kMaxSge];
   uint32_t n = 0;
   uint64_t length = 0;
-  const bool inlined = wr->send_flags & IBV_SEND_INLINE;
+  const bool inlined = (wr->send_flags & IBV_SEND_INLINE) && !fetches;  // (as post_send sets SendWqe::inlined)
+  const unsigned need = fetches ? IBV_ACCESS_LOCAL_WRITE : 0;
   for (int i = 0; i < wr->num_sge; ++i) {
     const ibv_sge& sg = wr->sg_list[i];
     if (sg.length == 0) continue;
@@ -442,10 +450,11 @@ DirectRun execute_direct(Qp* qp, uint64_t pos, const ibv_send_wr* wr, Response* 
       continue;
     }
     bool odp = false;
-    if (!local_piece(qp, sg, 0, false, &pieces[n], &odp) || odp) return DirectRun::kNotTaken;
+    if (!local_piece(qp, sg, need, false, &pieces[n], &odp) || odp) return DirectRun::kNotTaken;
     ++n;
   }
-  if (length > limits::kMtuBytes || (inlined && length > qp->cap.max_inline_data)) return DirectRun::kNotTaken;
+  if (length > limits::kMtuBytes || (inlined && length > qp->cap.max_inline_data) || (atomic && length < 8))
+    return DirectRun::kNotTaken;
   // The message as message_for() makes it of a queued WQE, built from the
   // work request itself: no SendWqe in between (one on the stack, written
   // field by field and read back in wider loads, stalled every message on
@@ -455,13 +464,23 @@ DirectRun execute_direct(Qp* qp, uint64_t pos, const ibv_send_wr* wr, Response* 
   m.imm = wr->imm_data;
   m.solicited = wr->send_flags & IBV_SEND_SOLICITED;
   m.length = length;
-  if (op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM) {
+  if (atomic) {
+    m.remote_addr = wr->wr.atomic.remote_addr;
+    m.rkey = wr->wr.atomic.rkey;
+    m.compare_add = wr->wr.atomic.compare_add;
+    m.swap = wr->wr.atomic.swap;
+  } else if (op != IBV_WR_SEND && op != IBV_WR_SEND_WITH_IMM) {
     m.remote_addr = wr->wr.rdma.remote_addr;
     m.rkey = wr->wr.rdma.rkey;
   }
-  m.pieces = pieces;
-  m.num_pieces = n;
-  m.pieces_are_app_memory = !inlined;
+  if (fetches) {
+    m.sink = pieces;
+    m.num_sink = n;
+  } else {
+    m.pieces = pieces;
+    m.num_pieces = n;
+    m.pieces_are_app_memory = !inlined;
+  }
   const Response r = t->deliver(m);
   if (__builtin_expect(r.outcome != Outcome::kAck, 0)) {
     *answer = r;

@@ -28,8 +28,8 @@ class QpSendAnswers final : public SendAnswers {
   Qp* qp_;
 };
 
-// ibv_post_send's short way, for the common case: a SEND or WRITE of at
-// most one MTU on an RC or UC QP in RTS with nothing queued before it, to a
+// ibv_post_send's short way, for the common case: a SEND, WRITE, RDMA READ
+// or atomic of at most one MTU on an RC or UC QP in RTS with nothing queued before it, to a
 // peer this process reaches synchronously (on this host). It runs from the
 // work request itself, as the WQE would run a moment later from the send
 // queue, without copying it there first. Holds sq_mu; `pos` is sq_tail.
