@@ -993,6 +993,26 @@ TEST(Rdma, Read) {
   EXPECT_EQ(local.bytes[3010], 0);
 }
 
+// The READ's destination must allow local writes: without LOCAL_WRITE its
+// lkey is refused before anything is read (IBV_WC_LOC_PROT_ERR), the
+// buffer is left alone, and the RC QP goes to the error state.
+TEST(Rdma, ReadIntoMemoryWithoutLocalWriteIsProtectionError) {
+  Device dev;
+  QpPair p(dev, IBV_QPT_RC);
+  Buffer local(dev.pd, 4096, 0), remote(dev.pd, 4096);
+  fill_pattern(remote.bytes.data(), 4096, 33);
+  ibv_sge ls = local.sge(0, 64);
+  ibv_send_wr wr = make_wr(1, &ls, 1, IBV_WR_RDMA_READ);
+  wr.wr.rdma.remote_addr = remote.addr();
+  wr.wr.rdma.rkey = remote.mr->rkey;
+  ASSERT_EQ(post_send(p.a, &wr), 0);
+  auto s = wait_wc(p.cq_a, 1);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].status, IBV_WC_LOC_PROT_ERR) << status_str(s, 0);
+  EXPECT_EQ(local.bytes[0], 0);
+  EXPECT_EQ(qp_state(p.a), IBV_QPS_ERR);
+}
+
 TEST(Rdma, RemoteAccessErrors) {
   enum Fault { kBadRkey, kOutOfBounds, kNoRight };
   struct Case {
