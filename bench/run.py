@@ -24,6 +24,8 @@ import subprocess
 import sys
 import time
 
+import instructions
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PORT = 20100
 UCX_ENV = {"UCX_TLS": "posix,cma,self"}
@@ -216,9 +218,11 @@ def main():
                 samples.setdefault((side, group, op, size, tool), []).append(value)
                 print(f"round {r + 1}: {side:14} {group:4} {op:6} {size:8} {value:10.3f}", flush=True)
     result = {"|".join(map(str, k)): {"median": statistics.median(v), "rounds": v} for k, v in samples.items()}
+    counts = instructions.per_operation(args.build)
+    result.update({f"instructions|{mode}": n for mode, n in counts.items()})
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(result, f, indent=1)
-    report = write_report(args, plan, samples, by_round)
+    report = write_report(args, plan, samples, by_round, counts)
     plot(args.out, samples)
     if args.update_readme:
         update_readme(os.path.join(ROOT, "README.md"), report, os.path.relpath(args.out, ROOT))
@@ -265,7 +269,7 @@ def cpu_model():
     return "unknown"
 
 
-def write_report(args, plan, samples, by_round):
+def write_report(args, plan, samples, by_round, counts):
     lines = []
     meta = (f"{time.strftime('%Y-%m-%d')} on {cpu_model()}, {args.rounds} interleaved rounds, medians; "
             f"load average before: {os.getloadavg()[0]:.2f}; UCX_TLS=posix,cma,self; softverbs memory path: overlay "
@@ -320,6 +324,7 @@ def write_report(args, plan, samples, by_round):
                [med(samples, (f"softverbs {p}", group, op, size, tool)) for p in MEM_PATHS]
         cells = " | ".join(f"{v:.3f} {unit[group]}" if v is not None else "-" for v in vals)
         lines.append(f"| {tool} | {size} | {cells} |")
+    lines += instructions.report_lines(counts)
     lines.append("\n![latency](latency.png) ![bandwidth](bandwidth.png) ![message rate](msgrate.png)")
     lines.append(f"\nCommand: `bench/run.py --rounds {args.rounds}{' --quick' if args.quick else ''}`")
     report = "\n".join(lines) + "\n"
