@@ -35,7 +35,8 @@ class Doorbell {
   uint32_t gen_ = 0;
 };
 
-// Writes one byte to an already opened doorbell write end of a peer.
+// Writes one byte to an already opened doorbell write end of a peer. A
+// doorbell whose reader has closed it is rung without effect: no SIGPIPE.
 void ring_fd(int fd);
 
 }  // namespace sv::shm
