@@ -7,7 +7,8 @@
 #include <infiniband/verbs.h>
 
 #include <cstdint>
-#include <cstring>
+
+#include "net/roce_frame.h"
 
 namespace sv {
 
@@ -36,12 +37,12 @@ bool parse_grh(const uint8_t in[kGrhBytes], ParsedGrh* out);
 inline constexpr uint8_t kRoceL3Ipv6 = 1;
 inline constexpr uint8_t kRoceL3Ipv4 = 2;
 // (Inline: it is on every receive completion.)
+// (A GID is an IPv6 address: net::is_v4_mapped, inline, decides, as
+// gid_is_ipv4_mapped does out of line.)
 inline uint8_t roce_l3_header_type(const ibv_gid& sgid, const ibv_gid& dgid) {
-  // Both ::ffff:a.b.c.d, IPv4-mapped: the message travels over IPv4.
-  constexpr uint8_t kV4Prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  return std::memcmp(sgid.raw, kV4Prefix, sizeof kV4Prefix) == 0 && std::memcmp(dgid.raw, kV4Prefix, sizeof kV4Prefix) == 0
-             ? kRoceL3Ipv4
-             : kRoceL3Ipv6;
+  const auto* s = reinterpret_cast<const in6_addr*>(sgid.raw);
+  const auto* d = reinterpret_cast<const in6_addr*>(dgid.raw);
+  return net::is_v4_mapped(*s) && net::is_v4_mapped(*d) ? kRoceL3Ipv4 : kRoceL3Ipv6;
 }
 
 }  // namespace sv

@@ -29,8 +29,8 @@ class QpSendAnswers final : public SendAnswers {
 };
 
 // ibv_post_send's short way, for the common case: a SEND, WRITE, RDMA READ
-// or atomic of at most one MTU on an RC or UC QP in RTS with nothing queued before it, to a
-// peer this process reaches synchronously (on this host). It runs from the
+// or atomic of at most one MTU on an RC or UC QP in RTS with nothing queued
+// before it, to a peer this process reaches synchronously (on this host). It runs from the
 // work request itself, as the WQE would run a moment later from the send
 // queue, without copying it there first. Holds sq_mu; `pos` is sq_tail.
 //  kNotTaken: nothing was done; post the WQE the usual way.

@@ -134,8 +134,8 @@ bool target_vanished(const shm::Peer& owner, const Rx& rx, const Message& m) {
 
 // An rkey check: the MR exists, belongs to the QP's PD (XRC: the SRQ's),
 // allows `access`, covers the range, and the QP allows remote `access` too.
-[[gnu::always_inline]] inline bool check_rkey(const shm::Peer& owner, const shm::QpShared& t, const Rx& rx, uint32_t rkey, uint64_t addr,
-                uint64_t len, unsigned access, MrView* v) {
+[[gnu::always_inline]] inline bool check_rkey(const shm::Peer& owner, const shm::QpShared& t, const Rx& rx,
+                                              uint32_t rkey, uint64_t addr, uint64_t len, unsigned access, MrView* v) {
   if (!(t.access_flags & access)) return false;
   const shm::MrEntry* table = mr_table(owner);
   if (!table || !read_mr(table, rkey, v) || v->pd != rx.pd || !(v->access & access) || !v->covers(addr, len))
@@ -155,7 +155,8 @@ void check_srq_limit(shm::PeerTable& peers, const shm::Peer& owner, shm::RecvQue
     raise_async(peers, owner, q->ctx_index, IBV_EVENT_SRQ_LIMIT_REACHED, shm::kAsyncSrq, q->srqn);
 }
 
-[[gnu::always_inline]] inline shm::CqeFields receive_cqe(const shm::QpShared& t, const Rx& rx, const Message& m, const RecvWqeCopy& w) {
+[[gnu::always_inline]] inline shm::CqeFields receive_cqe(const shm::QpShared& t, const Rx& rx, const Message& m,
+                                                         const RecvWqeCopy& w) {
   shm::CqeFields c{};
   c.wr_id = w.wr_id;
   // Tells the owner's poller the WQE is gone (the QP's own queue only: an
@@ -182,8 +183,8 @@ void check_srq_limit(shm::PeerTable& peers, const shm::Peer& owner, shm::RecvQue
   return c;
 }
 
-[[gnu::always_inline]] inline Response respond_send(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Rx& rx,
-                      const Message& m, RecvAhead* ahead) {
+[[gnu::always_inline]] inline Response respond_send(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t,
+                                                    const Rx& rx, const Message& m, RecvAhead* ahead) {
   // SEND with Invalidate names a type 2 window bound to this QP; any other
   // rkey makes the request invalid (checked before a receive is consumed).
   if (m.opcode == IBV_WR_SEND_WITH_INV && !may_remote_invalidate(*rx.mem, t.qpn, rx.pd, m.imm)) {
@@ -237,8 +238,8 @@ Response refuse_write(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShar
   return Response{Outcome::kRemoteAccess, 0};
 }
 
-[[gnu::always_inline]] inline Response respond_write(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Rx& rx,
-                       const Message& m, RecvAhead* ahead) {
+[[gnu::always_inline]] inline Response respond_write(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t,
+                                                     const Rx& rx, const Message& m, RecvAhead* ahead) {
   // WRITE with immediate consumes a receive WQE: check for one first, so an
   // RNR leaves the target memory untouched (intra-host; over the network
   // the earlier packets of a multi-packet one are already placed, as on rxe).
@@ -346,8 +347,8 @@ shm::RecvQueueShared* srq_of(const shm::Peer& owner, uint32_t srqn) {
 // can receive, is of the message's type and connected to its sender (UD:
 // the Q_Key matches), and where its receive side is (`rx`). False, with
 // the answer in *early, when the message goes no further.
-[[gnu::always_inline]] inline bool admit(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t, const Message& m, Rx* rx,
-           Response* early) {
+[[gnu::always_inline]] inline bool admit(shm::PeerTable& peers, const shm::Peer& owner, shm::QpShared& t,
+                                         const Message& m, Rx* rx, Response* early) {
   uint32_t state = t.state.load(std::memory_order_acquire);
   const bool xrc = t.type == IBV_QPT_XRC_RECV;
   const bool right_type = xrc ? m.qp_type == IBV_QPT_XRC_SEND : t.type == static_cast<uint32_t>(m.qp_type);

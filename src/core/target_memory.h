@@ -3,9 +3,9 @@
 // and with process_vm_readv/writev for the rest.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <atomic>
 #include <cstring>
 #if defined(__x86_64__)
 #include <emmintrin.h>

@@ -105,11 +105,6 @@ bool parse_ip(const uint8_t* ip, size_t len, uint16_t ether_type, ParsedFrame* o
 
 }  // namespace
 
-bool is_v4_mapped(const in6_addr& a) {
-  static constexpr uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
-  return std::memcmp(a.s6_addr, kPrefix, sizeof kPrefix) == 0;
-}
-
 in6_addr v4_mapped(uint32_t ipv4_be) {
   in6_addr a{};
   a.s6_addr[10] = a.s6_addr[11] = 0xFF;

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "roce_header.h"
@@ -35,7 +36,11 @@ struct FrameAddrs {
   bool ipv4() const;
 };
 
-bool is_v4_mapped(const in6_addr& a);
+// ::ffff:a.b.c.d. (Inline: every receive completion asks, core/grh.h.)
+inline bool is_v4_mapped(const in6_addr& a) {
+  constexpr uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+  return std::memcmp(a.s6_addr, kPrefix, sizeof kPrefix) == 0;
+}
 // A group address: IPv4 224.0.0.0/4 (mapped) or IPv6 ff00::/8.
 bool is_multicast(const in6_addr& a);
 // ::ffff:a.b.c.d from an IPv4 address in network byte order.
