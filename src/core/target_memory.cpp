@@ -15,26 +15,6 @@
 namespace sv {
 namespace {
 
-// Small payloads (the common message) are copied inline: a call into libc's
-// memcpy costs more than the copy.
-inline void copy_bytes(void* dst, const void* src, size_t len) {
-  if (len <= 16) {
-    auto* d = static_cast<uint8_t*>(dst);
-    const auto* s = static_cast<const uint8_t*>(src);
-    if (len >= 8) {
-      uint64_t a, b;
-      std::memcpy(&a, s, 8);
-      std::memcpy(&b, s + len - 8, 8);
-      std::memcpy(d, &a, 8);
-      std::memcpy(d + len - 8, &b, 8);
-    } else {
-      for (size_t i = 0; i < len; ++i) d[i] = s[i];
-    }
-    return;
-  }
-  std::memcpy(dst, src, len);
-}
-
 // Peers (registry slot -> incarnation | kDenied) whose memory we may not
 // reach with process_vm_readv/writev: a seccomp profile or the ptrace policy
 // refused it once, so their bounce service is used from then on.
@@ -77,17 +57,10 @@ bool write_to_mr_slow(const shm::Peer& owner, const MrView& mr, uint64_t addr, c
   return bounce_copy(owner, shm::kBounceWrite, mr.key, addr, const_cast<void*>(src), len);
 }
 
-bool read_from_mr(const shm::Peer& owner, const MrView& mr, uint64_t addr, void* dst, size_t len) {
-  if (len == 0) return true;
-  if (owner.self && mr.path != shm::kMrOverlay) {
+bool read_from_mr_slow(const shm::Peer& owner, const MrView& mr, uint64_t addr, void* dst, size_t len) {
+  if (owner.self) {
     if (__builtin_expect(mr.path == shm::kMrOdp, 0)) return self_mem_read_as_mapped(dst, mr.owner_vaddr(addr), len);
     copy_bytes(dst, reinterpret_cast<const void*>(mr.owner_vaddr(addr)), len);
-    return true;
-  }
-  if (mr.path == shm::kMrOverlay) {
-    uint8_t* p = overlay_ptr(owner, mr, addr, len);
-    if (!p) return false;
-    copy_bytes(dst, p, len);
     return true;
   }
   if (!cma_denied(owner)) {

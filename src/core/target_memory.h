@@ -16,6 +16,26 @@
 
 namespace sv {
 
+// Small payloads (the common message) are copied inline: a call into libc's
+// memcpy costs more than the copy.
+inline void copy_bytes(void* dst, const void* src, size_t len) {
+  if (len <= 16) {
+    auto* d = static_cast<uint8_t*>(dst);
+    const auto* s = static_cast<const uint8_t*>(src);
+    if (len >= 8) {
+      uint64_t a, b;
+      std::memcpy(&a, s, 8);
+      std::memcpy(&b, s + len - 8, 8);
+      std::memcpy(d, &a, 8);
+      std::memcpy(d + len - 8, &b, 8);
+    } else {
+      for (size_t i = 0; i < len; ++i) d[i] = s[i];
+    }
+    return;
+  }
+  std::memcpy(dst, src, len);
+}
+
 // Where `addr` of an overlaid MR is in our mapping of the owner's arena.
 // Also for our own MRs: a packet from the network that lands after the
 // application unmapped its registered buffer (without deregistering it)
@@ -82,8 +102,21 @@ inline bool write_to_mr(const shm::Peer& owner, const MrView& mr, uint64_t addr,
   return true;
 }
 
+// read_from_mr() for what is not overlaid: our own memory, process_vm_readv,
+// the owner's bounce thread.
+bool read_from_mr_slow(const shm::Peer& owner, const MrView& mr, uint64_t addr, void* dst, size_t len);
+
 // `addr` is an iova-space address inside `mr` (the caller checked bounds).
-bool read_from_mr(const shm::Peer& owner, const MrView& mr, uint64_t addr, void* dst, size_t len);
+// Inline for the overlaid case, the twin of write_to_mr(): every intra-host
+// RDMA READ between two processes.
+inline bool read_from_mr(const shm::Peer& owner, const MrView& mr, uint64_t addr, void* dst, size_t len) {
+  if (len == 0) return true;
+  if (__builtin_expect(mr.path != shm::kMrOverlay, 0)) return read_from_mr_slow(owner, mr, addr, dst, len);
+  const uint8_t* p = overlay_ptr(owner, mr, addr, len);
+  if (!p) return false;
+  copy_bytes(dst, p, len);
+  return true;
+}
 
 // An RDMA atomic (compare-and-swap or fetch-and-add) on the 8 aligned bytes
 // at `addr`; `original` receives the value before the operation. Memory in
