@@ -22,7 +22,8 @@ const char* counter_name(uint32_t c) {
       "rnr_naks_sent",  "rnr_naks_received",  "error_naks_sent",    "error_naks_received",
       "duplicates",     "icrc_errors",        "no_qp",              "wrong_transport",
       "stale_reads",    "foreign_senders", "forwarded",
-      "steered_flows"};
+      "steered_flows",  "answers_carried",    "answers_alone",      "app_receives",
+      "thread_receives"};
   return c < kCounterCount ? kNames[c] : "?";
 }
 

@@ -39,6 +39,19 @@ enum Counter : uint32_t {
   kForeignSenders,    // dropped: handed to us through a unix socket by another user's process
   kForwarded,         // packets for another process of this host, handed to it (roce_forward.h)
   kSteeredFlows,      // flows the kernel now brings straight to this process (roce_steering.h)
+  // How a ping-pong runs (Engine::answers_held_ns): answer packets (ACK,
+  // NAK, READ response, atomic ACK) that left in one send with requests
+  // (a reply carrying the ACK of the message it answers), and those that
+  // left alone (a second trip through the kernel);
+  kAnswersCarried,
+  kAnswersAlone,
+  // and who received: an application thread polling its CQ
+  // (RoceTransport::progress), or the network thread, woken by the packets
+  // (a thread hand-off: most often the application was away from its CQ,
+  // spinning on memory for a WRITE): the times one found the sockets
+  // holding something.
+  kAppReceives,
+  kThreadReceives,
   kCounterCount
 };
 const char* counter_name(uint32_t c);
@@ -48,7 +61,7 @@ struct CounterBlock {
 };
 
 inline constexpr uint32_t kStatsMagic = 0x53565354;  // "SVST"
-inline constexpr uint32_t kStatsVersion = 5;
+inline constexpr uint32_t kStatsVersion = 6;
 inline constexpr uint32_t kStatsQps = 256;  // QPs counted one by one; the rest only in the device total
 
 struct StatsQp {
@@ -69,7 +82,8 @@ struct StatsFile : PrivateHeapObject {
 // The counters file of our process `pid`; "" when we have no runtime directory.
 std::string stats_path(pid_t pid);
 
-// The engine's side. Calls come under the engine's mu, except add_device.
+// The engine's side. Calls come under the engine's mu, except add_device
+// (atomic; after open()).
 class Counters {
  public:
   void open();           // creates this process's file (once the engine starts); gone at exit

@@ -87,6 +87,7 @@ void Engine::take_for_sending(Outgoing& o) {
 void Engine::send_full(Outgoing& o) {
   std::lock_guard order(o.order_mu);
   take_for_sending(o);
+  if (&o == &out_[kAnswers]) counters.add_device(kAnswersAlone, o.sending.datagrams.size());
   wire_.send(o.sending.datagrams.data(), o.sending.datagrams.size());
   o.sending.clear();
 }
@@ -107,6 +108,8 @@ void Engine::unlock_and_send(std::unique_lock<BriefSpinMutex>& held) {
     take_for_sending(out_[s]);
     taken[s] = true;
   }
+  if (taken[kAnswers])
+    counters.add_device(taken[kRequests] ? kAnswersCarried : kAnswersAlone, out_[kAnswers].sending.datagrams.size());
   held.unlock();
   if (taken[kRequests] && taken[kAnswers]) {
     // One system call for both, requests first: a reply and the ACK held

@@ -532,6 +532,7 @@ void network_thread(Nic* nic) {
       const Readable readable = readable_of(fds, receiving);
       if (readable.v4 || readable.v6 || readable.forwarded || readable.steered) {
         std::lock_guard rx(n.rx_mu);
+        e.counters.add_device(kThreadReceives);
         drain(n, slots, 256, readable);  // bounded, so timers get their turn
       }
       {
@@ -636,6 +637,7 @@ void RoceTransport::progress() {
       const size_t count = roce::receiving_fds(nic_, fds);
       thread_local roce::ReceiveSlots slots;
       if (poll(fds, count, 0) > 0) {
+        e.counters.add_device(roce::kAppReceives);
         roce::HoldAnswers hold(true);  // for this thread's next post (Engine::answers_held_ns)
         roce::drain(nic_, slots, 64, roce::readable_of(fds, count));
       }

@@ -308,6 +308,8 @@ if ((stats)); then
   cat "$work/stat"
   grep -q "device .*packets_sent [1-9]" "$work/stat" && grep -q "QP 0x.*packets_received [1-9]" "$work/stat" ||
     { echo "no packets counted"; exit 1; }
+  # Whoever received them said so: the polling application or the network thread.
+  grep -Eq "device .*(app_receives|thread_receives) [1-9]" "$work/stat" || { echo "no receives counted"; exit 1; }
   if [[ -n $drop ]] && ! grep -Eq "(seq_naks_sent|ack_timeouts|retransmits) [1-9]" "$work/stat"; then
     echo "packets were dropped but no recovery was counted"; exit 1
   fi

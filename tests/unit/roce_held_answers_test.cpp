@@ -90,6 +90,9 @@ TEST(RoceHeldAnswers, TheAckLeavesWithTheNextRequestInOneSend) {
   EXPECT_TRUE(is_ack(call[1]));
   EXPECT_EQ(call[1].bth.psn, 100u);
   EXPECT_FALSE(p.b.engine.answers_held.load());
+  // softverbs-stat shows it: B's one answer was carried by its reply.
+  EXPECT_EQ(p.b.count(kAnswersCarried), 1u);
+  EXPECT_EQ(p.b.count(kAnswersAlone), 0u);
   // Both messages complete, nothing sent twice.
   ASSERT_TRUE(p.net.run_until([&] { return p.a.completions.size() == 1 && p.b.completions.size() == 1; }));
   EXPECT_EQ(p.a.completions[0].response.outcome, Outcome::kAck);
@@ -139,6 +142,7 @@ TEST(RoceHeldAnswers, AFullBatchTakesThemAndLeavesNoDeadlineBehind) {
   ASSERT_GE(p.b.wire.sends.size(), 1u);
   ASSERT_EQ(p.b.wire.sends[0].size(), 64u);
   EXPECT_TRUE(is_ack(p.b.wire.sends[0][0]));  // the held ACK first: the stream keeps its order
+  EXPECT_GE(p.b.count(kAnswersAlone), 64u);  // a full batch of answers leaves without a request
   EXPECT_FALSE(p.b.engine.answers_held.load());
   // Nothing is held, so nothing is due: a deadline left behind would wake
   // the network thread over and over, its time long past.
@@ -155,6 +159,8 @@ TEST(RoceHeldAnswers, SendHeldAnswersSendsThemAtOnce) {
   ASSERT_EQ(p.b.wire.sends[0].size(), 1u);
   EXPECT_TRUE(is_ack(p.b.wire.sends[0][0]));
   EXPECT_FALSE(p.b.engine.answers_held.load());
+  EXPECT_EQ(p.b.count(kAnswersAlone), 1u);
+  EXPECT_EQ(p.b.count(kAnswersCarried), 0u);
 }
 
 TEST(RoceHeldAnswers, TheNetworkThreadHoldsNothing) {
@@ -165,6 +171,7 @@ TEST(RoceHeldAnswers, TheNetworkThreadHoldsNothing) {
   ASSERT_EQ(p.b.wire.sends.size(), 1u);  // the ACK, at once
   EXPECT_TRUE(is_ack(p.b.wire.sends[0][0]));
   EXPECT_FALSE(p.b.engine.answers_held.load());
+  EXPECT_EQ(p.b.count(kAnswersAlone), 1u);  // a second trip, which softverbs-stat shows
 }
 
 }  // namespace
