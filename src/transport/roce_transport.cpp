@@ -344,6 +344,7 @@ void lose_service(Nic& n) {
 struct Readable {
   bool v4 = true, v6 = true, forwarded = true;
   uint64_t steered = ~uint64_t{0};
+  bool any() const { return v4 || v6 || forwarded || steered; }
 };
 static_assert(SteeredFlows::kMax <= 64);
 
@@ -530,7 +531,7 @@ void network_thread(Nic* nic) {
       // namespaces, 6 rounds: ~32 us typical; ~16 us held).
       HoldAnswers hold(monotonic_ns() - n.app_polled_ns.load(std::memory_order_relaxed) < kPollingNs);
       const Readable readable = readable_of(fds, receiving);
-      if (readable.v4 || readable.v6 || readable.forwarded || readable.steered) {
+      if (readable.any()) {
         std::lock_guard rx(n.rx_mu);
         e.counters.add_device(kThreadReceives);
         drain(n, slots, 256, readable);  // bounded, so timers get their turn
@@ -637,9 +638,12 @@ void RoceTransport::progress() {
       const size_t count = roce::receiving_fds(nic_, fds);
       thread_local roce::ReceiveSlots slots;
       if (poll(fds, count, 0) > 0) {
-        e.counters.add_device(roce::kAppReceives);
+        const roce::Readable readable = roce::readable_of(fds, count);
+        // (Counted as the network thread counts: a socket with only an
+        // error to report, POLLERR, holds nothing to receive.)
+        if (readable.any()) e.counters.add_device(roce::kAppReceives);
         roce::HoldAnswers hold(true);  // for this thread's next post (Engine::answers_held_ns)
-        roce::drain(nic_, slots, 64, roce::readable_of(fds, count));
+        roce::drain(nic_, slots, 64, readable);
       }
     } catch (const std::bad_alloc&) {
       roce::out_of_memory();  // what was in hand is lost, as packets on a wire
