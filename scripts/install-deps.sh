@@ -8,6 +8,7 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 packages=(
   cmake g++ make pkg-config binutils zlib1g-dev
   libisal-dev                           # ISA-L's CRC-32 (PCLMUL) for the RoCEv2 ICRC
+  libbpf-dev                            # the host service's steering program (tools/hostd/kernel_steering.h)
   libibverbs-dev librdmacm-dev          # the headers of the ABI we provide
   ibverbs-utils rdmacm-utils perftest   # Debian's clients, run unmodified in tests
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -59,6 +60,8 @@ Arena::Arena(int fd, uint64_t ino, uint8_t* base, uint64_t size)
       size_(size),
       heap_(kHeapBegin, heap_end_for(size), 64, kQuarantineNs),
       overlay_space_(heap_end_for(size), size, kPage, kQuarantineNs) {
+  if (getrandom(&key_seed_, sizeof key_seed_, GRND_NONBLOCK) != sizeof key_seed_)
+    key_seed_ = monotonic_ns() ^ (uint64_t(getpid()) << 32);  // (no entropy yet: still not a fixed sequence)
   ArenaHeader* h = header();
   uint64_t off = kPage;
   auto place = [&](uint64_t bytes) {

@@ -61,8 +61,16 @@ class Arena : public PrivateHeapObject {
   void give_srq_index(uint32_t i) { locked_give(srq_ids_, i); }
   void give_doorbell_index(uint32_t i) { locked_give(doorbell_ids_, i); }
   void give_context_index(uint32_t i) { locked_give(context_ids_, i); }
-  // Threads may register memory at the same time: a counter they share.
-  uint32_t mr_rotation() { return mr_rotation_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  // The low byte of a new memory key (make_key). Random, as rxe's are (a
+  // random byte per key): another process that learned one of our keys
+  // cannot tell the next ones from it (a fresh process's keys used to be
+  // 0x..0101, 0x..0202, ...). A keyed mix of a counter threads share.
+  uint32_t mr_rotation() {
+    uint64_t z = mr_rotation_.fetch_add(1, std::memory_order_relaxed) * 0x9e3779b97f4a7c15ull + key_seed_;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return static_cast<uint32_t>(z ^ (z >> 31));
+  }
 
   // Region for registered-memory overlays (page granular), owned by overlay.h.
   ExtentAllocator& overlay_space() { return overlay_space_; }
@@ -93,7 +101,8 @@ class Arena : public PrivateHeapObject {
   IndexPool srq_ids_{1, kMaxSrqs};
   IndexPool doorbell_ids_{0, kMaxDoorbells};
   IndexPool context_ids_{0, kMaxContexts};
-  std::atomic<uint32_t> mr_rotation_{0};
+  std::atomic<uint64_t> mr_rotation_{0};
+  uint64_t key_seed_ = 0;  // from getrandom(), at creation
   std::mutex overlay_mu_;
   ExtentAllocator overlay_space_;
 };

@@ -60,7 +60,7 @@ Host::Host(Registry* r, Arena* a, uint32_t slot, uint32_t incarnation, std::uniq
       arena_(a),
       slot_(slot),
       incarnation_(incarnation),
-      service_(std::move(service)),
+      service_(service.release()),
       overlays_(*a),
       peers_(*r, *a, slot) {}
 
@@ -76,12 +76,23 @@ Host* Host::get() {
   }
   // With a host service, a slot must also be free on the whole host: its
   // number is in our QPNs, which name one QP on the host.
-  std::unique_ptr<HostService> service = HostService::connect();
+  bool unreachable = false;
+  std::unique_ptr<HostService> service = HostService::connect(&unreachable);
+  if (unreachable) {  // (said by connect)
+    errno = EAGAIN;
+    return nullptr;
+  }
   uint32_t refused = 0;
+  bool refused_by_service = false;
   uint32_t slot = reg->claim(arena->fd(), arena->inode(), arena->size(), [](pthread_mutex_t* m) { keeper_hold(m); },
                              [&](uint32_t s) {
                                uint32_t holder;
+                               if (refused_by_service) return false;
                                if (!service || service->lease(s, &holder)) return true;
+                               if (holder == HostService::kRefusedByService) {  // (said by lease)
+                                 refused_by_service = true;
+                                 return false;
+                               }
                                if (holder == UINT32_MAX) {  // the service is gone or stuck
                                  SV_WARN("the host service did not lease a slot: working without it");
                                  service.reset();
@@ -91,6 +102,10 @@ Host* Host::get() {
                                ++refused;
                                return false;
                              });
+  if (refused_by_service) {
+    errno = EAGAIN;
+    return nullptr;
+  }
   if (!slot && refused) {
     SV_ERROR("no registry slot is free on this host: the host service leased %u of ours to other users", refused);
     errno = EAGAIN;
@@ -108,6 +123,13 @@ Host* Host::get() {
   SV_DEBUG("attached to %s as slot %u%s", reg->path().c_str(), slot, service ? ", leased from the host service" : "");
   g_host = new Host(reg, arena, slot, inc, std::move(service));
   return g_host;
+}
+
+HostService* Host::adopt_service(std::unique_ptr<HostService> s) {
+  HostService* expected = nullptr;
+  HostService* const mine = s.get();
+  if (service_.compare_exchange_strong(expected, mine, std::memory_order_acq_rel)) return s.release();
+  return expected;  // (one came already)
 }
 
 uint32_t Host::fork_generation() { return g_fork_generation.load(std::memory_order_acquire); }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include <atomic>
 #include <memory>
 
 #include "shm/arena.h"
@@ -33,7 +34,11 @@ class Host : public PrivateHeapObject {
   uint32_t incarnation() const { return incarnation_; }
   // The host service (shm/host_service.h), when one runs: it holds our
   // slot's lease and brings our RoCEv2 datagrams. nullptr without one.
-  HostService* service() const { return service_.get(); }
+  HostService* service() const { return service_.load(std::memory_order_acquire); }
+  // A process that started without a service, once one came (the network
+  // thread hands it the port then): this one from now on. Kept for the
+  // process's life, as the first.
+  HostService* adopt_service(std::unique_ptr<HostService> s);
 
   // Lets same-user peers use process_vm_readv/writev on us (Yama mode 1
   // otherwise allows it only to our ancestors). Called when an MR needs it.
@@ -46,7 +51,7 @@ class Host : public PrivateHeapObject {
   Arena* arena_;
   uint32_t slot_;
   uint32_t incarnation_;
-  std::unique_ptr<HostService> service_;
+  std::atomic<HostService*> service_;  // (owned; never freed: the transport holds it)
   OverlayMap overlays_;
   PeerTable peers_;
   bool cma_allowed_ = false;

@@ -52,6 +52,11 @@ enum Counter : uint32_t {
   // holding something.
   kAppReceives,
   kThreadReceives,
+  // dropped: a datagram from an address of this host that no local process
+  // the host service vouches for sent, or one the service vouched for that
+  // claims a source that is not this host's (docs/ARCHITECTURE.md,
+  // "Security": a local user never speaks for another host or process)
+  kUnattested,
   kCounterCount
 };
 const char* counter_name(uint32_t c);
@@ -61,7 +66,7 @@ struct CounterBlock {
 };
 
 inline constexpr uint32_t kStatsMagic = 0x53565354;  // "SVST"
-inline constexpr uint32_t kStatsVersion = 6;
+inline constexpr uint32_t kStatsVersion = 7;
 inline constexpr uint32_t kStatsQps = 256;  // QPs counted one by one; the rest only in the device total
 
 struct StatsQp {

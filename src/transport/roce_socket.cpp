@@ -12,6 +12,7 @@
 
 #include "core/device_attr.h"
 #include "core/gid_table.h"
+#include "hostd/datagram_route.h"
 #include "net/roce_datagram.h"
 #include "net/roce_frame.h"
 #include "net/udp_sport.h"
@@ -89,6 +90,13 @@ int bound_socket(int family, uint16_t port, bool shared = true, const in6_addr* 
 }
 
 }  // namespace
+
+int roce_member_socket(int family) {
+  const int fd = bound_socket(family, net::kRoceUdpPort, /*shared=*/true);
+  // (As root, past net.core.rmem_max: the member's owner is the service.)
+  if (fd >= 0) set_int(fd, SOL_SOCKET, SO_RCVBUFFORCE, kSocketBufferBytes);
+  return fd;
+}
 
 int connected_roce_socket(const in6_addr& local, const in6_addr& remote, uint16_t remote_port) {
   const int family = net::is_v4_mapped(remote) ? AF_INET : AF_INET6;
@@ -174,6 +182,11 @@ unsigned interface_of(const in6_addr& addr) {
   return index;
 }
 
+bool is_local_address(const in6_addr& a) {
+  if (net::is_v4_mapped(a) ? a.s6_addr[12] == 127 : IN6_IS_ADDR_LOOPBACK(&a)) return true;
+  return interface_of(a) != 0;
+}
+
 uint32_t link_ib_mtu(const in6_addr& dst, const in6_addr& src) {
   const bool v4 = net::is_v4_mapped(dst);
   int fd = kernel_socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -200,11 +213,6 @@ uint32_t link_ib_mtu(const in6_addr& dst, const in6_addr& src) {
   return ib_mtu_bytes(ib_mtu_for_link(mtu));
 }
 
-namespace {
-
-// Who holds UDP `port` in this network namespace, from /proc/net/udp{,6}
-// (the uid and socket inode columns): "uid N", "the kernel" (a socket
-// with no inode: rxe's), or "" when it is not listed.
 std::string udp_port_holder(uint16_t port) {
   char want[8];
   std::snprintf(want, sizeof want, ":%04X", port);
@@ -227,8 +235,6 @@ std::string udp_port_holder(uint16_t port) {
   return "";
 }
 
-}  // namespace
-
 bool RoceSocket::open_exclusive() {
   fd4_ = bound_socket(AF_INET, net::kRoceUdpPort, /*shared=*/false);
   if (fd4_ < 0) return false;
@@ -239,6 +245,29 @@ bool RoceSocket::open_exclusive() {
   owns_port_ = true;
   return true;
 }
+
+bool RoceSocket::adopt(int recv4, int recv6) {
+  fd4_ = recv4;
+  fd6_ = recv6;
+  port4_ = fd4_ >= 0 ? local_port(fd4_) : 0;
+  port6_ = fd6_ >= 0 ? local_port(fd6_) : 0;
+  owns_port_ = false;
+  open_send_sockets();
+  return send_fd4_ >= 0 || send_fd6_ >= 0;
+}
+
+void RoceSocket::replace_receivers(int recv4, int recv6) {
+  open_send_sockets();  // (the receiving sockets may have been the sending ones too)
+  for (int* fd : {&fd4_, &fd6_})
+    if (*fd >= 0) ::close(*fd);
+  fd4_ = recv4;
+  fd6_ = recv6;
+  port4_ = fd4_ >= 0 ? local_port(fd4_) : 0;
+  port6_ = fd6_ >= 0 ? local_port(fd6_) : 0;
+  owns_port_ = false;
+}
+
+void RoceSocket::release_port() { replace_receivers(-1, -1); }
 
 bool RoceSocket::open(bool roce_port) {
   if (!roce_port) {
@@ -346,9 +375,15 @@ void add_segment_size(msghdr* msg, uint16_t size) {
   msg->msg_controllen += CMSG_SPACE(sizeof size);
 }
 
+// (One GSO send reaches the other host as one buffer, which its kernel
+// hands whole to the socket its steering picks by the first datagram's
+// DestQP (tools/hostd/kernel_steering.h): so a run never mixes datagrams
+// for two processes there, by the slot DestQP carries.)
 bool same_flow(const OutDatagram& a, const OutDatagram& b) {
   return std::memcmp(&a.src, &b.src, sizeof a.src) == 0 && std::memcmp(&a.dst, &b.dst, sizeof a.dst) == 0 &&
-         a.dst_port == b.dst_port && a.traffic_class == b.traffic_class;
+         a.dst_port == b.dst_port && a.traffic_class == b.traffic_class &&
+         a.len > hostd::kDestQpSlotByte && b.len > hostd::kDestQpSlotByte &&
+         a.data[hostd::kDestQpSlotByte] == b.data[hostd::kDestQpSlotByte];
 }
 
 // Linux cuts a GSO send into at most 64 segments (UDP_MAX_SEGMENTS) of one

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace sv {
 
@@ -38,12 +39,28 @@ struct DatagramInfo {
 // when it cannot be had.
 int connected_roce_socket(const in6_addr& local, const in6_addr& remote, uint16_t remote_port);
 
+// A UDP socket of `family` on the RoCE port, joining the reuseport group
+// of its uid there, set up as every receiving RoCE socket is (buffers, GRO,
+// the control messages receive_many reads); -1 (errno) on failure. The
+// host service makes one per process (tools/hostd/kernel_steering.h).
+int roce_member_socket(int family);
+
+// Who holds UDP `port` in this network namespace, from /proc/net/udp{,6}
+// (the uid and socket inode columns): "uid N", "the kernel" (a socket
+// with no inode: rxe's), or "" when it is not listed.
+std::string udp_port_holder(uint16_t port);
+
 // The largest IB MTU (256..4096) whose packets fit the link that leads to
 // `dst` (a group: the link of `src`), as rxe derives its port MTU from the
 // netdev's (headers allowed for); 1024 when the route is unknown.
 uint32_t link_ib_mtu(const in6_addr& dst, const in6_addr& src);
 // The index of the interface that has address `addr`; 0 when none has.
 unsigned interface_of(const in6_addr& addr);
+// An address of this host: one of its interfaces', or any loopback address.
+// A datagram from one can come from any local user; one from any other
+// address came from the wire (the kernel drops a packet that arrives from
+// the wire with a local source as a martian).
+bool is_local_address(const in6_addr& addr);
 
 class RoceSocket {
  public:
@@ -59,6 +76,17 @@ class RoceSocket {
   // The host service's sockets (tools/hostd): the RoCE port, not shared
   // with anyone (no SO_REUSEPORT). False (errno set) when it is taken.
   bool open_exclusive();
+  // Receives on `recv4` and `recv6` (either may be -1: none), sockets made
+  // elsewhere (the host service's members of its port's groups), which it
+  // now owns, and sends from ports of its own. False (errno) when it has
+  // no socket to send from.
+  bool adopt(int recv4, int recv6);
+  // Receives on `recv4` and `recv6` from now on (-1: none), closing the
+  // sockets it received on; sends as before.
+  void replace_receivers(int recv4, int recv6);
+  // Lets the RoCE port go (a host service came and needs it): receives on
+  // nothing until replace_receivers, sends from ports of its own.
+  void release_port();
   void close();
   // Binds the RoCE port if its owner is gone (transport/roce_forward.h).
   bool try_own();
@@ -75,6 +103,8 @@ class RoceSocket {
   uint16_t receive_port(bool v4) const;
   int fd4() const { return fd4_; }
   int fd6() const { return fd6_; }
+  // The socket datagrams of `v4`'s family leave from; -1: none.
+  int send_fd(bool v4) const { return sending_fd(v4 ? 0 : 1); }
 
   // Sends `len` bytes to `dst` port `dst_port` from `src`; false (errno) when
   // the kernel refused (no route, buffer full: a lost packet to RoCE).

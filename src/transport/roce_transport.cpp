@@ -20,6 +20,7 @@
 #include "core/qp.h"
 #include "core/requester.h"
 #include "core/transport.h"
+#include "hostd/datagram_route.h"
 #include "ibcm/mad_header.h"
 #include "net/roce_datagram.h"
 #include "net/roce_frame.h"
@@ -31,6 +32,7 @@
 #include "transport/roce_host_targets.h"
 #include "transport/roce_udp_wire.h"
 #include "util/clock.h"
+#include "util/host_service_socket.h"
 #include "util/knobs.h"
 #include "util/log.h"
 #include "util/short_slice.h"
@@ -68,6 +70,15 @@ struct Nic : PrivateHeapObject {
   // When an application thread last came to drain, whether or not it got
   // rx_mu: it is polling, and takes what is held for it (network_thread).
   std::atomic<uint64_t> app_polled_ns{0};
+  // With a host service (from the start, or since one came and we handed
+  // it the port): we never bind the port ourselves. When the service goes
+  // (it restarts), the network thread joins the next one
+  // (shm::HostService::rejoin); until then the kernel may go on bringing
+  // our datagrams to the members of its port's groups we hold.
+  bool under_service = false;    // (the network thread's, once started)
+  bool service_refused = false;  // a new service would not give us our slot: we stop asking
+  uint64_t next_service_try_ns = 0;
+  uint64_t service_lost_ns = 0;
 };
 
 namespace {
@@ -119,6 +130,9 @@ void after_fork_in_child() {
   if (n.port.wake_fd >= 0) close(n.port.wake_fd);
   n.port.wake_fd = -1;
   n.port.service.store(nullptr);  // (the child's Host has its own, or none)
+  n.port.attestation = nullptr;
+  n.under_service = n.service_refused = false;
+  n.next_service_try_ns = n.service_lost_ns = 0;
   if (n.port.timer_fd >= 0) close(n.port.timer_fd);
   n.port.timer_fd = -1;
   e.armed_ns = 0;
@@ -215,6 +229,26 @@ void handle_datagram(Nic& n, uint8_t* buf, size_t len, const DatagramInfo& info,
                      Arrival arrival, uint32_t sender_slot = 0, EngineBatch* batch = nullptr) {
   Engine& e = n.engine;
   const bool forwarded = arrival != Arrival::kWire;
+  // A packet the service stamped as a local process's (sender_slot) can
+  // only be from this host's addresses: one that claims another host's is
+  // a local user posing as that host (the service refuses those; this is
+  // the second wall). A connected QP then takes it only from its peer's
+  // slot (from_peer_slot), and a QP whose peer is another host never from
+  // a local process.
+  if (sender_slot && !is_local_address(info.src)) {
+    e.counters.add_device(kUnattested);
+    return;
+  }
+  // From this host's addresses on our own socket (the kernel steered it
+  // here): a local process the service vouches for by its source port, or
+  // nobody we listen to.
+  if (arrival == Arrival::kWire && n.port.attestation && is_local_address(info.src)) {
+    sender_slot = attested_slot(n.port.attestation, info.src, info.src_port);
+    if (!sender_slot) {
+      e.counters.add_device(kUnattested);
+      return;
+    }
+  }
   net::DatagramAddrs a;
   a.src_ip = info.src;
   a.dst_ip = info.dst;
@@ -228,6 +262,13 @@ void handle_datagram(Nic& n, uint8_t* buf, size_t len, const DatagramInfo& info,
   net::RocePacket pkt;
   if (len < net::kIcrcBytes || !net::decode(buf + net::kDatagramHeadroom, len - net::kIcrcBytes, &pkt)) return;
   if (!g_network_in_use.load(std::memory_order_relaxed)) g_network_in_use.store(true, std::memory_order_relaxed);
+  // A local process speaks for itself only: its UD datagrams name a source
+  // QP of its own slot (or QP1, the CM's).
+  if (sender_slot && (pkt.bth.opcode & net::kTransportMask) == net::kTransportUd && pkt.deth.src_qp != 1 &&
+      shm::qpn_slot(pkt.deth.src_qp) != sender_slot) {
+    e.counters.add_device(kUnattested);
+    return;
+  }
   if (pkt.bth.dest_qp == sv::ibcm::kGsiQpn) {  // a CM MAD: whoever got it posts it on
     Capture& cap = Capture::get();
     if (__builtin_expect(cap.enabled(), 0))
@@ -311,31 +352,81 @@ void hand_over_at_exit() {
 // end of the one before it: the receiver checks them). True if it went.
 bool forward_whole(Nic& n, uint8_t* slot, size_t len, uint16_t seg, const DatagramInfo& info,
                    uint16_t local_port) {
-  if (!seg || len <= seg) return false;
   const uint8_t* data = slot + net::kDatagramHeadroom;
-  uint32_t owner = 0;
-  for (size_t off = 0; off < len; off += seg) {
-    if (std::min<size_t>(seg, len - off) < net::kBthBytes + net::kIcrcBytes) return false;
-    const uint32_t qpn = net::be::get24(data + off + 5);  // BTH DestQP
-    const uint32_t o = shm::qpn_slot(qpn);
-    if (qpn == sv::ibcm::kGsiQpn || qpn == shm::kMulticastQpn || o == n.slot || (off && o != owner))
-      return false;
-    owner = o;
-  }
+  const uint32_t owner = hostd::whole_buffer_slot(data, len, seg);  // (the host service's rule too)
+  if (!owner || owner == n.slot) return false;
   if (!n.port.fwd.forward(owner, info, local_port, data, len, seg)) return false;
   n.engine.counters.add_device(kForwarded, (len + seg - 1) / seg);
   return true;
 }
 
-// The host service closed our connection (it stopped, or was restarted):
-// our slot's lease and our packets went with it. Said once; from now on
-// the process tries to own the port itself, as without a service.
+// The host service closed our connection (it stopped, or is restarting):
+// the network thread joins the next one (rejoin_service). Meanwhile, with
+// kernel steering, our datagrams go on reaching our member sockets; those
+// the service handed on wait for its return.
 void lose_service(Nic& n) {
-  SV_ERROR("the host service (softverbs-hostd) closed its connection: RoCEv2 packets for this process's QPs "
-           "no longer reach it; it tries to own UDP port %u itself, and its QP numbers are no longer leased "
-           "host-wide",
-           net::kRoceUdpPort);
+  SV_WARN("the host service (softverbs-hostd) closed its connection: this process joins it again when it "
+          "returns (its QPs keep their numbers; RC connections retry meanwhile)");
   n.port.service.store(nullptr, std::memory_order_release);
+  n.service_lost_ns = monotonic_ns();
+  n.next_service_try_ns = 0;
+}
+
+// Connects to the service that came back (or that came, for a process that
+// held the port until then) and asks for our slot again, with the sockets
+// we have. Tries every 50 ms for the first 2 s after the loss, then every
+// half second. Network thread only.
+void rejoin_service(Nic& n) {
+  const uint64_t now = monotonic_ns();
+  n.next_service_try_ns = now + (now - n.service_lost_ns < 2'000'000'000 ? 50'000'000 : 500'000'000);
+  shm::HostService* const svc = shm::Host::get()->service();
+  if (!svc) return;
+  bool refused = false;
+  // (Only this thread changes the sockets: reading them needs no lock.)
+  if (!svc->rejoin(n.slot, n.port.sock.fd4(), n.port.sock.fd6(), n.port.sock.send_fd(true), n.port.sock.send_fd(false),
+                   &refused)) {
+    n.service_refused = refused;  // (said by rejoin)
+    return;
+  }
+  {
+    std::lock_guard rx(n.rx_mu);
+    EngineLock g(n.engine);
+    const int new4 = svc->take_steered_socket(true), new6 = svc->take_steered_socket(false);
+    if (new4 >= 0 || new6 >= 0) n.port.sock.replace_receivers(new4, new6);
+    else if (!svc->steered()) n.port.sock.replace_receivers(-1, -1);  // (it hands our datagrams on itself)
+    n.port.attestation = svc->attestation();
+    n.port.service.store(svc, std::memory_order_release);
+  }
+  svc->network_up();
+  SV_WARN("joined the host service again (slot %u, %s): RoCEv2 datagrams for this process's QPs reach it",
+          n.slot, svc->steered() ? "the kernel steers them" : "through the service");
+}
+
+// A process that started without a service looks for one every second: one
+// that came needs UDP port 4791, which we hold (or tried to). We let it go
+// and join the service. A squatter of the service's name (a uid we do not
+// trust) is not one. Network thread only.
+void look_for_service(Nic& n) {
+  n.next_service_try_ns = monotonic_ns() + 1'000'000'000;
+  uint32_t untrusted;
+  const int probe = connect_host_service(&untrusted);
+  if (probe < 0) return;
+  close(probe);
+  SV_WARN("a host service (softverbs-hostd) started in this network namespace: this process hands it UDP port %u "
+          "and joins it",
+          net::kRoceUdpPort);
+  {
+    std::lock_guard rx(n.rx_mu);
+    EngineLock g(n.engine);
+    n.port.sock.release_port();
+    n.port.steered.close();  // (connected sockets on the port too)
+    n.port.fwd.close();
+    n.port.fwd.remove_name();
+  }
+  shm::Host::get()->adopt_service(shm::HostService::unconnected());
+  n.under_service = true;
+  n.service_lost_ns = monotonic_ns();
+  n.next_service_try_ns = 0;
 }
 
 // Which of the receiving sockets to read: the IPv4 and IPv6 UDP sockets,
@@ -460,11 +551,16 @@ void network_thread(Nic* nic) {
   uint64_t nap_start_ns = 0;  // when it began
   ReceiveSlots slots;
   uint64_t next_try_ns = 0;  // when a process without the RoCE port tries to bind it again
+  const bool look_for_services = host_service_wanted();
   for (;;) {
     // Without the port (or a service that has it), look for it again
-    // every second: its owner may be gone.
+    // every second: its owner may be gone. Under a service that went,
+    // join it again as soon as it is back; without one, look for one
+    // every second.
     shm::HostService* const service = n.port.service.load(std::memory_order_acquire);
     const bool owner = n.port.sock.owns_roce_port() || service;
+    const bool rejoining = n.under_service && !service && !n.service_refused;
+    const bool looking = !n.under_service && look_for_services;
     pollfd fds[kMaxReceivingFds + 2];
     const size_t receiving = receiving_fds(n, fds);
     pollfd& timer = fds[receiving];
@@ -495,8 +591,9 @@ void network_thread(Nic* nic) {
     nap_start_ns = now;
     if (nap_ns)
       for (size_t i = 0; i < receiving; ++i) fds[i].fd = -1;
-    const timespec nap{0, static_cast<long>(nap_ns)}, second{1, 0};
-    if (ppoll(fds, receiving + 2, nap_ns ? &nap : owner ? nullptr : &second, nullptr) < 0 && errno != EINTR) return;
+    const timespec nap{0, static_cast<long>(nap_ns)}, second{1, 0}, soon{0, 50'000'000};
+    const timespec* timeout = nap_ns ? &nap : rejoining ? &soon : owner && !looking ? nullptr : &second;
+    if (ppoll(fds, receiving + 2, timeout, nullptr) < 0 && errno != EINTR) return;
     if (wake.revents & POLLIN) {  // a steered flow's socket to watch from the next round on
       uint64_t count;
       (void)!read(n.port.wake_fd, &count, sizeof count);
@@ -504,7 +601,7 @@ void network_thread(Nic* nic) {
     // A nap that ended with no timer due: nothing to do. (Taking the engine
     // lock for nothing would make the draining application thread wait, or
     // this thread spin for it on a core the application needs.)
-    if (nap_ns && owner && !(timer.revents & POLLIN)) continue;
+    if (nap_ns && owner && !rejoining && !looking && !(timer.revents & POLLIN)) continue;
     // (Memory that cannot be had drops what was in hand, as a lost packet;
     // the thread goes on.)
     try {
@@ -514,7 +611,9 @@ void network_thread(Nic* nic) {
         std::lock_guard g(e.mu);
         e.armed_ns = 0;
       }
-      if (!owner && monotonic_ns() >= next_try_ns) {
+      if (rejoining && monotonic_ns() >= n.next_service_try_ns) rejoin_service(n);
+      if (looking && monotonic_ns() >= n.next_service_try_ns) look_for_service(n);
+      if (!owner && !n.under_service && monotonic_ns() >= next_try_ns) {
         next_try_ns = monotonic_ns() + 1'000'000'000;
         std::lock_guard rx(n.rx_mu);
         EngineLock g(e);
@@ -578,10 +677,21 @@ void RoceTransport::listen() {
   shm::HostService* const service = host->service();
   nic_.port.service.store(service, std::memory_order_release);
   if (!service && !nic_.port.fwd.open(nic_.slot)) SV_WARN("no RoCEv2 forwarding socket: %s", strerror(errno));
-  if (!nic_.port.sock.open(/*roce_port=*/!service)) {
+  // With a service, we receive on our members of its port's groups (the
+  // kernel steers our datagrams there), or through it; we send from ports
+  // of our own, which it holds and vouches for as ours.
+  const bool opened = service ? nic_.port.sock.adopt(service->take_steered_socket(true),
+                                                     service->take_steered_socket(false))
+                              : nic_.port.sock.open();
+  if (!opened) {
     SV_WARN("no UDP socket for RoCEv2: %s", strerror(errno));
     nic_.port.fwd.close();
     return;
+  }
+  if (service) {
+    service->attest(nic_.port.sock.send_fd(true), nic_.port.sock.send_fd(false));
+    nic_.port.attestation = service->attestation();
+    nic_.under_service = true;
   }
   static bool exit_handler = (std::atexit(roce::hand_over_at_exit), true);
   (void)exit_handler;

@@ -22,14 +22,17 @@ class UdpWire final : public Wire {
   // With a host service, it owns the port and brings our packets; `fwd`
   // stays closed. nullptr without one, or once it died.
   std::atomic<shm::HostService*> service{nullptr};
+  // With a host service: which local process sends from which port
+  // (util/port_attestation.h). Kept when the service is lost: the ports it
+  // vouched for stay held by their processes.
+  const PortAttestationTable* attestation = nullptr;
   SteeredFlows steered;  // flows the kernel brings straight to us, past the shared port
   int timer_fd = -1;  // the network thread's alarm
   int wake_fd = -1;   // an eventfd: the network thread has more sockets to watch (`steered` grew)
 
-  // To this host's own addresses through the host service when there is
-  // one (local processes reach each other only that way), the rest on our
-  // UDP socket.
-  void send(OutDatagram* d, size_t count) override;
+  // On our UDP sockets, to this host's addresses too: with a host service,
+  // from ports it vouches for as ours.
+  void send(OutDatagram* d, size_t count) override { sock.send_many(d, count); }
   uint16_t source_port(const in6_addr& dst) const override { return sock.source_port(dst); }
   uint32_t link_mtu(const in6_addr& dst, const in6_addr& src) override { return link_ib_mtu(dst, src); }
   uint64_t now_ns() const override;

@@ -5,11 +5,13 @@
 // all speak it.
 #pragma once
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 
@@ -27,21 +29,38 @@ inline bool host_service_wanted() { return knobs().use_host_service; }
 // The uid the service runs as besides root (SOFTVERBS_HOSTD_UID).
 inline uint32_t host_service_uid() { return knobs().host_service_uid; }
 
+// How long a process waits for the service to take its connection (its
+// backlog full: a flood, or many processes starting at once) before it
+// gives up and says so.
+inline constexpr int kHostServiceConnectMs = 5000;
+
 // A connection to the service of this network namespace, or -1: none
 // runs, or SOFTVERBS_HOSTD=off, or the name's holder is not a uid we trust
 // with our packets (root, our own, SOFTVERBS_HOSTD_UID), whose uid then
-// goes to *untrusted (else UINT32_MAX).
+// goes to *untrusted (else UINT32_MAX), or it did not take the connection
+// in kHostServiceConnectMs (errno ETIMEDOUT). Never blocks for longer: a
+// connect() to a listener whose backlog is full would wait for ever.
 inline int connect_host_service(uint32_t* untrusted) {
   *untrusted = UINT32_MAX;
   if (!host_service_wanted()) return -1;
-  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -1;
   socklen_t len;
   const sockaddr_un a = abstract_unix_address(kHostServiceSocket, &len);
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&a), len) != 0) {
-    close(fd);  // no service in this network namespace: the usual case
-    return -1;
+  // (A unix socket's non-blocking connect either completes or fails with
+  // EAGAIN while the backlog is full: try again until the deadline.)
+  for (int waited_ms = 0;; waited_ms += 10) {
+    if (connect(fd, reinterpret_cast<const sockaddr*>(&a), len) == 0) break;
+    if (errno != EAGAIN || waited_ms >= kHostServiceConnectMs) {
+      const int e = errno == EAGAIN ? ETIMEDOUT : errno;
+      close(fd);  // (ECONNREFUSED, ENOENT: no service in this network namespace, the usual case)
+      errno = e;
+      return -1;
+    }
+    usleep(10'000);
   }
+  const int flags = fcntl(fd, F_GETFL);
+  fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   const uint32_t uid = peer_uid(fd);
   if (uid != 0 && uid != geteuid() && uid != host_service_uid()) {
     *untrusted = uid;
@@ -62,7 +81,107 @@ enum MessageType : uint8_t {
   kClaimReply = 6,  // service -> CM
   kRelease = 7,     // CM -> service: no longer (also when the connection closes)
   kSend = 8,        // process -> service: a RoCEv2 datagram for a QP of this host (DatagramHeader first)
+  kRefused = 9,     // service -> process: the connection is not taken (Refusal), and closes
+  kSockets = 10,    // service -> process, after a granted lease: Sockets, with descriptors
+  kAttest = 11,     // process -> service: Attest, with the sockets it sends RoCEv2 from
+  kAttestReply = 12,
+  kRejoin = 13,     // process -> service: Rejoin, with the sockets it has (after a restart, or a handover)
 };
+
+// After a granted lease, what the process receives with: descriptors for
+// the port attestation table (util/port_attestation.h, read-only), then,
+// when the kernel steers (tools/hostd/kernel_steering.h), its members of
+// the service's UDP 4791 groups, IPv4 then IPv6 (`v4`, `v6` say which
+// came). Not steered: the service hands the process its datagrams over
+// this connection (kDatagram).
+struct Sockets {
+  uint8_t type = kSockets;
+  uint8_t steered = 0;
+  uint8_t v4 = 0, v6 = 0;
+  uint8_t reserved[4] = {};
+};
+
+// The sockets a process sends RoCEv2 from (descriptors, IPv4 then IPv6,
+// as `v4` and `v6` say): the service holds them, and vouches for their
+// ports as the process's in the attestation table. Each must be a UDP
+// socket of its own port (not 4791, no SO_REUSEADDR or SO_REUSEPORT).
+struct Attest {
+  uint8_t type = kAttest;
+  uint8_t v4 = 0, v6 = 0;
+  uint8_t reserved[5] = {};
+};
+
+// A process that was using a service (before it restarted), or that held
+// the port itself until a service came: its slot, which it asks to lease
+// again, and the sockets it has: its members of the port's groups, if any
+// (IPv4, IPv6: the kernel goes on steering to them), then those it sends
+// from (IPv4, IPv6), as flags say which. The service answers with a
+// LeaseReply for `slot`; when granted, a Sockets message follows, with new
+// members only when the process passed none and the kernel steers.
+struct Rejoin {
+  uint8_t type = kRejoin;
+  uint8_t member4 = 0, member6 = 0, send4 = 0, send6 = 0;
+  uint8_t reserved[3] = {};
+  uint32_t slot = 0;
+  uint32_t reserved2 = 0;
+};
+
+struct AttestReply {
+  uint8_t type = kAttestReply;
+  uint8_t granted = 0;  // every socket passed is now vouched for
+  uint16_t port4 = 0, port6 = 0;
+  uint8_t reserved[2] = {};
+};
+
+// Why the service refused a connection (connection_budget.h).
+enum RefusalReason : uint8_t {
+  kRefusedOverShare = 1,      // the uid holds its share of the service's connections
+  kRefusedNoDescriptors = 2,  // the service is out of file descriptors
+};
+
+struct Refusal {
+  uint8_t type = kRefused;
+  uint8_t reason = 0;
+  uint8_t reserved[2] = {};
+  uint32_t uid = 0;    // whose connection
+  uint32_t held = 0;   // how many that uid holds
+  uint32_t share = 0;  // how many it may hold now
+};
+
+// A reply from the service, read whole: the reply expected, or a refusal
+// (the larger of them) in its place.
+struct ReplyBuffer {
+  alignas(8) uint8_t bytes[sizeof(Refusal)] = {};
+  template <typename T>
+  T as() const {
+    static_assert(sizeof(T) <= sizeof bytes);
+    T t;
+    std::memcpy(&t, bytes, sizeof t);
+    return t;
+  }
+  // A refusal, received whole (`got` bytes).
+  bool refused(ssize_t got) const { return got == static_cast<ssize_t>(sizeof(Refusal)) && bytes[0] == kRefused; }
+};
+
+// Receives a reply from the service into `m`: its length, 0 once the
+// service closed the connection and nothing more waits, or -1 (errno). A
+// service that refused us closed the connection right after saying so, and
+// if our request was still unread there, the kernel reports ECONNRESET
+// first (once): what it said is still queued behind that, and is read.
+inline ssize_t receive_reply(int fd, ReplyBuffer* m, int flags = 0) {
+  for (int resets = 0;;) {
+    const ssize_t got = recv(fd, m->bytes, sizeof m->bytes, flags);
+    if (got < 0 && (errno == EINTR || (errno == ECONNRESET && resets++ == 0))) continue;
+    return got;
+  }
+}
+
+// What a refusal says, for the process's error message.
+inline const char* refusal_reason_str(uint8_t reason) {
+  return reason == kRefusedOverShare       ? "this user holds its share of the service's connections"
+         : reason == kRefusedNoDescriptors ? "the service is out of file descriptors"
+                                           : "no reason given";
+}
 
 // A message with nothing but its type.
 struct Notice {

@@ -6,6 +6,8 @@
 //   service  through the service's socket, as processes do (kSend), after
 //            leasing a free registry slot of its own
 //   hostd_inject udp|service SRC_IP DST_IP DST_QPN PSN COUNT [nak|send]
+// With HOSTD_INJECT_SLOT=N, the service way leases slot N (the slot a
+// remote peer's QPN carries, to pose as that peer), else any free one.
 // nak (default): an RC ACKNOWLEDGE carrying a NAK (remote access error)
 // for each PSN in [PSN, PSN+COUNT): one for a PSN in flight would fail that
 // QP's send and end the connection. send: an RC SEND ONLY (to a QPN with
@@ -38,7 +40,9 @@ int leased_connection() {
   uint32_t untrusted;
   const int fd = sv::connect_host_service(&untrusted);
   if (fd < 0) return -1;
-  for (uint32_t slot = 254; slot > 1; --slot) {
+  const char* wanted = std::getenv("HOSTD_INJECT_SLOT");
+  const uint32_t only = wanted ? static_cast<uint32_t>(std::strtoul(wanted, nullptr, 0)) : 0;
+  for (uint32_t slot = only ? only : 254; slot > (only ? only - 1 : 1); --slot) {
     hostd::Lease req;
     req.slot = slot;
     hostd::LeaseReply rep;

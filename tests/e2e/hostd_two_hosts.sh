@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Two hosts (network namespaces on a veth), each with its host service
-# (softverbs-hostd), which owns UDP 4791 and hands every RoCEv2 packet to
-# the process whose QP it is for: a user on one host reaches another user
-# on the other (ibv_rc_pingpong, rping), and a bulk transfer (ib_write_bw,
-# 1 MiB messages: GRO buffers the service hands on whole) delivers every
-# byte. $1: the service binary.
+# (softverbs-hostd), which owns UDP 4791 and has the kernel steer every
+# RoCEv2 packet to the process whose QP it is for (with HOSTD_ARGS=
+# --no-steering, hands each on itself): a user on one host reaches another
+# user on the other (ibv_rc_pingpong, rping), and a bulk transfer
+# (ib_write_bw, 1 MiB messages; GRO buffers, handed on whole without
+# steering) delivers every byte. $1: the service binary.
 set -u
 . "$(dirname "$0")/as_nobody.sh"
 need_nobody || exit
@@ -20,7 +21,7 @@ make_two_hosts 10.95.7 || exit
 ga=$(gid_of "$a" ::ffff:10.95.7.1) gb=$(gid_of "$b" ::ffff:10.95.7.2)
 [[ -n $ga && -n $gb ]] || { echo "no GID for the veth addresses"; exit 1; }
 for h in "$a" "$b"; do
-  ip netns exec "$h" "$hostd" 2>"$out/hostd.$h" &
+  ip netns exec "$h" "$hostd" ${HOSTD_ARGS:-} 2>"$out/hostd.$h" &
   pids+=($!)
 done
 for h in "$a" "$b"; do
@@ -44,7 +45,7 @@ run_pair() {  # NAME SERVER_CMD... -- CLIENT_CMD...
   local src=$?
   echo "--- $name: server exit $src, client exit $crc"
   grep -hE "iters|^ 1048576" "$out/$name.server" "$out/$name.client"
-  ((src == 0 && crc == 0)) || { echo "FAIL: $name"; tail -5 "$out/$name.server" "$out/$name.client"; fail=1; }
+  ((src == 0 && crc == 0)) || { echo "FAIL: $name"; tail -n 5 "$out/$name.server" "$out/$name.client"; fail=1; }
 }
 run_pair rc ip netns exec "$a" "${as_nobody[@]}" timeout 30 ibv_rc_pingpong -g "$ga" -n 500 -- \
   ip netns exec "$b" timeout 30 ibv_rc_pingpong -g "$gb" -n 500 10.95.7.1

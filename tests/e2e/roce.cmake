@@ -65,7 +65,7 @@ roce_netns_test(rc_pingpong_ipv6_pcap --ipv6 --pcap pingpong ibv_rc_pingpong -n 
 roce_netns_test(ud_pingpong_ipv6 --ipv6 pingpong ibv_ud_pingpong -n 100 -c)
 roce_netns_test(rc_pingpong_stats --stats --drop-data 3 pingpong ibv_rc_pingpong -n 2000 -s 10000 -c)
 # Every sequence NAK lost as well: the loss probe recovers (not the 67 ms ACK timer).
-roce_netns_test(ib_write_bw_lost_naks --stats --drop-data 3 --drop-naks 100 perftest ib_write_bw -n 200)
+roce_netns_test(ib_write_bw_lost_naks --stats --drop-data 3 --drop-naks 100 perftest ib_write_bw -n 1000)
 # Several processes per host share UDP 4791 (transport/roce_forward.h).
 roce_netns_test(rc_pingpong_3pairs --pairs 3 pingpong ibv_rc_pingpong -n 200 -c)
 roce_netns_test(ud_pingpong_2pairs --pairs 2 pingpong ibv_ud_pingpong -n 200 -c)
@@ -195,9 +195,35 @@ target_link_libraries(hostd_inject PRIVATE softverbs_net softverbs_util)  # util
 target_include_directories(hostd_inject PRIVATE ${PROJECT_SOURCE_DIR}/src)
 add_test(NAME e2e_hostd_two_users COMMAND ${CMAKE_CURRENT_LIST_DIR}/hostd_two_users.sh $<TARGET_FILE:softverbs_hostd>
   $<TARGET_FILE:hostd_inject> $<TARGET_FILE:softverbs_stat>)
-set_tests_properties(e2e_hostd_two_users PROPERTIES ENVIRONMENT "${E2E_ENV}" LABELS "e2e;roce" TIMEOUT 180 SKIP_RETURN_CODE 77)
+set_tests_properties(e2e_hostd_two_users PROPERTIES ENVIRONMENT "${E2E_ENV}" LABELS "e2e;roce;hostd" TIMEOUT 180 SKIP_RETURN_CODE 77)
 add_test(NAME e2e_hostd_two_hosts COMMAND ${CMAKE_CURRENT_LIST_DIR}/hostd_two_hosts.sh $<TARGET_FILE:softverbs_hostd>)
-set_tests_properties(e2e_hostd_two_hosts PROPERTIES ENVIRONMENT "${E2E_ENV}" LABELS "e2e;roce;rdmacm" TIMEOUT 180 SKIP_RETURN_CODE 77)
+set_tests_properties(e2e_hostd_two_hosts PROPERTIES ENVIRONMENT "${E2E_ENV}" LABELS "e2e;roce;rdmacm;hostd" TIMEOUT 180 SKIP_RETURN_CODE 77)
+# The same where the kernel does not steer (no BPF for the service, as in a
+# container): every datagram through the service.
+add_test(NAME e2e_hostd_two_users_no_steering COMMAND ${CMAKE_CURRENT_LIST_DIR}/hostd_two_users.sh
+  $<TARGET_FILE:softverbs_hostd> $<TARGET_FILE:hostd_inject> $<TARGET_FILE:softverbs_stat>)
+add_test(NAME e2e_hostd_two_hosts_no_steering COMMAND ${CMAKE_CURRENT_LIST_DIR}/hostd_two_hosts.sh $<TARGET_FILE:softverbs_hostd>)
+add_test(NAME e2e_hostd_restart_no_steering COMMAND ${CMAKE_CURRENT_LIST_DIR}/hostd_restart.sh $<TARGET_FILE:softverbs_hostd>)
+set_tests_properties(e2e_hostd_two_users_no_steering e2e_hostd_two_hosts_no_steering e2e_hostd_restart_no_steering PROPERTIES
+  ENVIRONMENT "${E2E_ENV};HOSTD_ARGS=--no-steering" LABELS "e2e;roce;rdmacm;hostd" TIMEOUT 180 SKIP_RETURN_CODE 77)
+# The host service's trust boundary against a hostile local user (issue 36):
+# hostd_probe speaks its protocol directly, as anyone may.
+add_executable(hostd_probe ${CMAKE_CURRENT_LIST_DIR}/hostd_probe.cpp)
+target_link_libraries(hostd_probe PRIVATE softverbs_util)
+target_include_directories(hostd_probe PRIVATE ${PROJECT_SOURCE_DIR}/src)
+add_test(NAME e2e_hostd_connection_flood
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/hostd_connection_flood.sh $<TARGET_FILE:softverbs_hostd> $<TARGET_FILE:hostd_probe>)
+add_test(NAME e2e_hostd_claim_flood
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/hostd_claim_flood.sh $<TARGET_FILE:softverbs_hostd> $<TARGET_FILE:hostd_probe>)
+add_test(NAME e2e_hostd_forged_remote
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/hostd_forged_remote.sh $<TARGET_FILE:softverbs_hostd> $<TARGET_FILE:hostd_inject>)
+add_test(NAME e2e_hostd_restart COMMAND ${CMAKE_CURRENT_LIST_DIR}/hostd_restart.sh $<TARGET_FILE:softverbs_hostd>)
+add_test(NAME e2e_hostd_held COMMAND ${CMAKE_CURRENT_LIST_DIR}/hostd_held.sh $<TARGET_FILE:softverbs_hostd>
+  $<TARGET_FILE:hostd_probe> $<TARGET_FILE:hostd_inject>)
+set_tests_properties(e2e_hostd_connection_flood e2e_hostd_claim_flood e2e_hostd_forged_remote e2e_hostd_held e2e_hostd_restart PROPERTIES
+  ENVIRONMENT "${E2E_ENV}" LABELS "e2e;roce;hostd" TIMEOUT 180 SKIP_RETURN_CODE 77)
+# (Three pairs, two of them ib_write_bw, across a restart: the whole machine.)
+set_tests_properties(e2e_hostd_restart e2e_hostd_restart_no_steering PROPERTIES PROCESSORS 2)
 add_test(NAME e2e_cm_mailbox_squatted COMMAND ${CMAKE_CURRENT_LIST_DIR}/cm_mailbox_squatted.sh)
 set_tests_properties(e2e_cm_mailbox_squatted PROPERTIES ENVIRONMENT "${E2E_ENV}" LABELS "e2e;roce;rdmacm" TIMEOUT 120 SKIP_RETURN_CODE 77)
 

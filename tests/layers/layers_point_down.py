@@ -14,9 +14,10 @@ ALLOWED = {
     "net": set(),
     "ibcm": {"util"},
     "shm": {"util"},
+    "hostd": {"shm", "util", "net", "ibcm"},
     "core": {"shm", "util", "net"},
-    "transport": {"core", "shm", "util", "net", "ibcm"},
-    "verbs": {"transport", "core", "shm", "util", "net", "ibcm"},
+    "transport": {"core", "shm", "util", "net", "ibcm", "hostd"},
+    "verbs": {"transport", "core", "shm", "util", "net", "ibcm", "hostd"},
     # librdmacm reaches verbs only through the public libibverbs API.
     "rdmacm": {"ibcm", "net", "util"},
 }
