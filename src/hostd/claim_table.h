@@ -40,6 +40,11 @@ class ClaimTable {
   size_t count_of(int owner) const;
   size_t count_of_uid(uint32_t uid) const;
   size_t size() const { return by_key_.size(); }
+  // fn(key, owner, uid) for each claim.
+  template <typename Fn>
+  void for_each(Fn fn) const {
+    for (const auto& [key, h] : by_key_) fn(key, h.owner, h.uid);
+  }
 
  private:
   struct Holder {

@@ -110,7 +110,7 @@ int claim_on(int s, const std::string& key) {
 // (it sleeps in poll(), waking once a second to see whether the connection
 // changed), connects to the service that comes back, and claims every
 // mailbox anew.
-void watch(Link* lp) {
+void watch(Link* lp, uint32_t trusted_uid) {
   Link& l = *lp;
   const pid_t me = getpid();
   uint64_t pause_ms = 50;
@@ -144,7 +144,7 @@ void watch(Link* lp) {
     std::lock_guard g(l.mu);
     if (l.pid != me || l.fd >= 0 || l.claimed.empty()) continue;
     uint32_t untrusted;
-    const int s = connect_host_service(&untrusted);
+    const int s = connect_host_service(&untrusted, trusted_uid);
     if (s < 0) {
       pause_ms = std::min<uint64_t>(2 * pause_ms, 2000);
       continue;
@@ -164,7 +164,7 @@ void watch(Link* lp) {
 void start_watcher(Link& l) {
   if (l.watcher_pid == getpid()) return;
   l.watcher_pid = getpid();
-  std::thread(watch, &l).detach();
+  std::thread(watch, &l, host_service_uid()).detach();  // (the knobs, read here: see connect_host_service)
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
 #include "shm/host_service.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -36,7 +38,7 @@ std::unique_ptr<HostService> HostService::connect(bool* unreachable) {
   }
   int size = 4 << 20;  // a burst of datagrams waits here for the network thread
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
-  return std::unique_ptr<HostService>(new HostService(fd));
+  return std::unique_ptr<HostService>(new HostService(fd, host_service_uid()));
 }
 
 HostService::~HostService() {
@@ -78,7 +80,7 @@ bool HostService::receive_sockets() {
 bool HostService::rejoin(uint32_t slot, int member4, int member6, int send4, int send6, bool* refused) {
   *refused = false;
   uint32_t untrusted;
-  const int fd = connect_host_service(&untrusted);
+  const int fd = connect_host_service(&untrusted, trusted_uid_);
   if (fd < 0) return false;
   hostd::Rejoin m;
   m.slot = slot;
@@ -103,9 +105,15 @@ bool HostService::rejoin(uint32_t slot, int member4, int member6, int send4, int
     return false;
   }
   // (The old connection is gone; the old table stays mapped: a thread may
-  // be reading it now. A restart costs one table's memory.)
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = fd;
+  // be reading it now. A restart costs one table's memory. The new
+  // connection takes the old one's number: a thread about to send on it
+  // never meets a number closed, or reused by something else.)
+  if (fd_ >= 0) {
+    dup3(fd, fd_, O_CLOEXEC);
+    ::close(fd);
+  } else {
+    fd_ = fd;
+  }
   slot_ = slot;
   table_ = nullptr;
   steered4_ = steered6_ = -1;
@@ -218,7 +226,10 @@ ssize_t HostService::receive(uint8_t* buf, size_t cap, hostd::DatagramHeader* h)
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = 2;
-    const ssize_t n = recvmsg(fd_, &msg, MSG_DONTWAIT);
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    const ssize_t n = recvmsg(fd_, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n == 0) {
       errno = EPIPE;
       return -1;
@@ -227,9 +238,44 @@ ssize_t HostService::receive(uint8_t* buf, size_t cap, hostd::DatagramHeader* h)
       if (errno == EINTR) continue;
       return -1;
     }
-    if (n < static_cast<ssize_t>(sizeof *h) || h->type != hostd::kDatagram || (msg.msg_flags & MSG_TRUNC)) continue;
+    int fds[4];
+    int count = 0;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+        if (count < 4) fds[count++] = fd;
+        else ::close(fd);
+      }
+    }
+    const bool whole = !(msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC));
+    if (whole && n >= 1 && (h->type == hostd::kChannelOpen || h->type == hostd::kChannelClosed)) {
+      ChannelEvent ev;
+      hostd::ChannelOpen m;
+      std::memcpy(static_cast<void*>(&m), h, std::min(sizeof m, static_cast<size_t>(n)));
+      const int want = h->type == hostd::kChannelClosed ? 0 : 4;
+      if (n == static_cast<ssize_t>(sizeof m) && count == want) {
+        ev.open = h->type == hostd::kChannelOpen;
+        ev.peer_slot = m.peer_slot;
+        ev.peer_pid = static_cast<pid_t>(m.peer_pid);
+        ev.count = count;
+        std::copy(fds, fds + count, ev.fds);
+        channel_events_.push_back(ev);
+        continue;
+      }
+    }
+    for (int i = 0; i < count; ++i) ::close(fds[i]);
+    if (!whole || n < static_cast<ssize_t>(sizeof *h) || h->type != hostd::kDatagram) continue;
     return n - static_cast<ssize_t>(sizeof *h);
   }
+}
+
+bool HostService::request_channel(uint32_t peer_slot) {
+  if (fd_ < 0) return false;
+  hostd::ChannelRequest m;
+  m.slot = peer_slot;
+  return ::send(fd_, &m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(sizeof m);
 }
 
 }  // namespace sv::shm

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "util/host_service_socket.h"
 #include "util/port_attestation.h"
@@ -35,7 +36,9 @@ class HostService : public PrivateHeapObject {
   static std::unique_ptr<HostService> connect(bool* unreachable);
   // One not connected yet: for a process that held the port itself until
   // a service came (rejoin then connects it).
-  static std::unique_ptr<HostService> unconnected() { return std::unique_ptr<HostService>(new HostService(-1)); }
+  static std::unique_ptr<HostService> unconnected() {
+    return std::unique_ptr<HostService>(new HostService(-1, host_service_uid()));
+  }
   ~HostService();
   HostService(const HostService&) = delete;
   HostService& operator=(const HostService&) = delete;
@@ -51,8 +54,27 @@ class HostService : public PrivateHeapObject {
   bool lease(uint32_t slot, uint32_t* holder);
   // Receives one datagram the service forwarded, without blocking: its
   // length (its header in *h), or -1 when none waits (errno EAGAIN) or the
-  // service is gone (errno EPIPE: it closed the connection).
+  // service is gone (errno EPIPE: it closed the connection). Channel
+  // messages met on the way are kept for take_channel_events.
   ssize_t receive(uint8_t* buf, size_t cap, hostd::DatagramHeader* h);
+
+  // A ring pair to another user's process of this host, or its end
+  // (hostd::ChannelOpen): received by receive(), for the transport. The
+  // descriptors are the taker's: ring out, ring in, the bell to ring, the
+  // bell to watch.
+  struct ChannelEvent {
+    bool open = false;
+    uint32_t peer_slot = 0;
+    pid_t peer_pid = 0;
+    int fds[4] = {-1, -1, -1, -1};
+    int count = 0;
+  };
+  // (Called by the thread that called receive(), which holds the lock
+  // around both.)
+  PrivateVector<ChannelEvent> take_channel_events() { return std::exchange(channel_events_, {}); }
+  // Asks the service for rings to the process of `peer_slot` (another
+  // user's, on this host); they come, or not, later (ChannelEvent).
+  bool request_channel(uint32_t peer_slot);
   // Hands the service a datagram for a QP of this host (`h` says where
   // from and to): local processes reach each other only this way. False
   // when it could not take it now (a lost packet, to RoCE).
@@ -92,13 +114,15 @@ class HostService : public PrivateHeapObject {
   void abandon();
 
  private:
-  explicit HostService(int fd) : fd_(fd) {}
+  HostService(int fd, uint32_t trusted_uid) : fd_(fd), trusted_uid_(trusted_uid) {}
   bool receive_sockets();
   int fd_;
+  uint32_t trusted_uid_;  // SOFTVERBS_HOSTD_UID, as read when we first connected
   uint32_t slot_ = 0;
   const PortAttestationTable* table_ = nullptr;
   bool steered_ = false;
   int steered4_ = -1, steered6_ = -1;
+  PrivateVector<ChannelEvent> channel_events_;
 };
 
 }  // namespace sv::shm

@@ -57,6 +57,9 @@ enum Counter : uint32_t {
   // claims a source that is not this host's (docs/ARCHITECTURE.md,
   // "Security": a local user never speaks for another host or process)
   kUnattested,
+  // datagrams from other users' processes of this host that came through
+  // the rings the host service made (roce_peer_channels.h)
+  kRingDatagrams,
   kCounterCount
 };
 const char* counter_name(uint32_t c);
@@ -66,7 +69,7 @@ struct CounterBlock {
 };
 
 inline constexpr uint32_t kStatsMagic = 0x53565354;  // "SVST"
-inline constexpr uint32_t kStatsVersion = 7;
+inline constexpr uint32_t kStatsVersion = 8;
 inline constexpr uint32_t kStatsQps = 256;  // QPs counted one by one; the rest only in the device total
 
 struct StatsQp {

@@ -1,5 +1,6 @@
 #include "transport/roce_socket.h"
 
+#include <net/if.h>
 #include <netinet/ip.h>
 #include <netinet/udp.h>
 #include <sys/socket.h>
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/device_attr.h"
 #include "core/gid_table.h"
@@ -144,6 +146,7 @@ void read_addresses(const msghdr& msg, const sockaddr_storage& from, DatagramInf
       in_pktinfo pi;
       std::memcpy(&pi, CMSG_DATA(c), sizeof pi);
       info->dst = net::v4_mapped(pi.ipi_addr.s_addr);
+      info->ifindex = static_cast<uint32_t>(pi.ipi_ifindex);
     } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
       info->traffic_class = *CMSG_DATA(c);
     } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL) {
@@ -153,6 +156,7 @@ void read_addresses(const msghdr& msg, const sockaddr_storage& from, DatagramInf
       in6_pktinfo pi;
       std::memcpy(&pi, CMSG_DATA(c), sizeof pi);
       info->dst = pi.ipi6_addr;
+      info->ifindex = pi.ipi6_ifindex;
     } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
       std::memcpy(&v, CMSG_DATA(c), sizeof v);
       info->traffic_class = static_cast<uint8_t>(v);
@@ -184,7 +188,28 @@ unsigned interface_of(const in6_addr& addr) {
 
 bool is_local_address(const in6_addr& a) {
   if (net::is_v4_mapped(a) ? a.s6_addr[12] == 127 : IN6_IS_ADDR_LOOPBACK(&a)) return true;
-  return interface_of(a) != 0;
+  // This host's addresses, read at most once a second per thread: a peer
+  // that varies its source address costs a few comparisons, not a read of
+  // the interfaces each time.
+  struct Snapshot {
+    std::vector<in6_addr> addrs;
+    uint64_t read_ns = 0;
+  };
+  thread_local Snapshot snap;
+  const uint64_t now = monotonic_ns();
+  if (!snap.read_ns || now - snap.read_ns >= 1'000'000'000) {
+    snap.addrs.clear();
+    for (const GidEntry& e : read_gid_table()) snap.addrs.push_back(*reinterpret_cast<const in6_addr*>(e.gid.raw));
+    snap.read_ns = now;
+  }
+  for (const in6_addr& x : snap.addrs)
+    if (std::memcmp(&x, &a, sizeof a) == 0) return true;
+  return false;
+}
+
+bool sent_by_this_host(const DatagramInfo& info) {
+  static const unsigned loopback = if_nametoindex("lo");
+  return (info.ifindex && info.ifindex == loopback) || is_local_address(info.src);
 }
 
 uint32_t link_ib_mtu(const in6_addr& dst, const in6_addr& src) {

@@ -31,6 +31,7 @@ struct DatagramInfo {
   uint16_t src_port = 0;
   uint8_t traffic_class = 0;
   uint8_t hop_limit = 64;
+  uint32_t ifindex = 0;  // the interface it arrived on (IP_PKTINFO), when received from a socket
 };
 
 // A UDP socket on the RoCE port at `local` (shared with our other
@@ -57,10 +58,15 @@ uint32_t link_ib_mtu(const in6_addr& dst, const in6_addr& src);
 // The index of the interface that has address `addr`; 0 when none has.
 unsigned interface_of(const in6_addr& addr);
 // An address of this host: one of its interfaces', or any loopback address.
-// A datagram from one can come from any local user; one from any other
-// address came from the wire (the kernel drops a packet that arrives from
-// the wire with a local source as a martian).
+// A datagram from one can come from any local user. (Any address is kept
+// for a second, per thread: one look is a few comparisons.)
 bool is_local_address(const in6_addr& addr);
+// Whether a received datagram was sent by a process of this host: it came
+// in over loopback (an unprivileged process can send IPv6 from an address
+// not its host's, with IPV6_FREEBIND: only the way in tells), or from an
+// address of this host (the kernel drops one from the wire with a local
+// source as a martian). Else it came from the wire, from another host.
+bool sent_by_this_host(const DatagramInfo& info);
 
 class RoceSocket {
  public:

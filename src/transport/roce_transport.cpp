@@ -79,6 +79,9 @@ struct Nic : PrivateHeapObject {
   bool service_refused = false;  // a new service would not give us our slot: we stop asking
   uint64_t next_service_try_ns = 0;
   uint64_t service_lost_ns = 0;
+  // Channels closed since the network thread last closed their bells
+  // (PeerChannels::close_retired).
+  std::atomic<bool> has_retired_bells{false};
 };
 
 namespace {
@@ -130,7 +133,8 @@ void after_fork_in_child() {
   if (n.port.wake_fd >= 0) close(n.port.wake_fd);
   n.port.wake_fd = -1;
   n.port.service.store(nullptr);  // (the child's Host has its own, or none)
-  n.port.attestation = nullptr;
+  n.port.attestation.store(nullptr);
+  n.port.channels.drop_in_child();
   n.under_service = n.service_refused = false;
   n.next_service_try_ns = n.service_lost_ns = 0;
   if (n.port.timer_fd >= 0) close(n.port.timer_fd);
@@ -184,6 +188,7 @@ enum class Arrival {
   kForwarded,       // from the port owner, which checked its ICRC
   kForwardedWhole,  // from the port owner, in a whole GRO buffer: not checked yet
   kFromService,     // from the host service, which routes by DestQP and checks nothing
+  kChannel,         // from a ring of another user's process (roce_peer_channels.h): memory, no ICRC to check
 };
 
 // Packets for this process's QPs, checked and decoded, handed to the
@@ -242,8 +247,8 @@ void handle_datagram(Nic& n, uint8_t* buf, size_t len, const DatagramInfo& info,
   // From this host's addresses on our own socket (the kernel steered it
   // here): a local process the service vouches for by its source port, or
   // nobody we listen to.
-  if (arrival == Arrival::kWire && n.port.attestation && is_local_address(info.src)) {
-    sender_slot = attested_slot(n.port.attestation, info.src, info.src_port);
+  if (arrival == Arrival::kWire && n.port.attestation.load(std::memory_order_acquire) && sent_by_this_host(info)) {
+    sender_slot = attested_slot(n.port.attestation.load(std::memory_order_acquire), info.src, info.src_port);
     if (!sender_slot) {
       e.counters.add_device(kUnattested);
       return;
@@ -254,7 +259,7 @@ void handle_datagram(Nic& n, uint8_t* buf, size_t len, const DatagramInfo& info,
   a.dst_ip = info.dst;
   a.src_port = info.src_port;
   a.dst_port = local_port;
-  if (arrival != Arrival::kForwarded && !net::datagram_icrc_ok(a, buf, len)) {
+  if (arrival != Arrival::kForwarded && arrival != Arrival::kChannel && !net::datagram_icrc_ok(a, buf, len)) {
     SV_DEBUG("RoCEv2 packet with a bad ICRC dropped");
     e.counters.add_device(kIcrcErrors);
     return;
@@ -394,7 +399,9 @@ void rejoin_service(Nic& n) {
     const int new4 = svc->take_steered_socket(true), new6 = svc->take_steered_socket(false);
     if (new4 >= 0 || new6 >= 0) n.port.sock.replace_receivers(new4, new6);
     else if (!svc->steered()) n.port.sock.replace_receivers(-1, -1);  // (it hands our datagrams on itself)
-    n.port.attestation = svc->attestation();
+    n.port.attestation.store(svc->attestation(), std::memory_order_release);
+    n.port.own_slot.store(n.slot, std::memory_order_relaxed);
+    n.port.channels.forget_dead_peers();  // (those that ended while no service could tell us)
     n.port.service.store(svc, std::memory_order_release);
   }
   svc->network_up();
@@ -406,10 +413,10 @@ void rejoin_service(Nic& n) {
 // that came needs UDP port 4791, which we hold (or tried to). We let it go
 // and join the service. A squatter of the service's name (a uid we do not
 // trust) is not one. Network thread only.
-void look_for_service(Nic& n) {
+void look_for_service(Nic& n, uint32_t trusted_uid) {
   n.next_service_try_ns = monotonic_ns() + 1'000'000'000;
   uint32_t untrusted;
-  const int probe = connect_host_service(&untrusted);
+  const int probe = connect_host_service(&untrusted, trusted_uid);
   if (probe < 0) return;
   close(probe);
   SV_WARN("a host service (softverbs-hostd) started in this network namespace: this process hands it UDP port %u "
@@ -435,33 +442,77 @@ void look_for_service(Nic& n) {
 struct Readable {
   bool v4 = true, v6 = true, forwarded = true;
   uint64_t steered = ~uint64_t{0};
-  bool any() const { return v4 || v6 || forwarded || steered; }
+  bool rung = false;  // a peer rang the bell of our rings
+  bool any() const { return v4 || v6 || forwarded || steered || rung; }
 };
 static_assert(SteeredFlows::kMax <= 64);
 
-// At most this many receiving sockets (receiving_fds).
-constexpr size_t kMaxReceivingFds = 3 + SteeredFlows::kMax;
+// At most this many receiving descriptors (receiving_fds).
+constexpr size_t kMaxBells = 64;  // (the host service makes at most 64 ring pairs a process)
+constexpr size_t kMaxReceivingFds = 3 + kMaxBells + SteeredFlows::kMax;
 
-// The receiving sockets as poll() takes them: IPv4, IPv6, the host
-// service's connection or else the forwarding socket, then the steered
-// flows' sockets. Returns how many.
-size_t receiving_fds(const Nic& n, pollfd fds[kMaxReceivingFds]) {
+// The receiving descriptors as poll() takes them: IPv4, IPv6, the host
+// service's connection or else the forwarding socket, the bells of our
+// rings (roce_peer_channels.h), then the steered flows' sockets. Returns how
+// many; *bells says how many bells.
+size_t receiving_fds(const Nic& n, pollfd fds[kMaxReceivingFds], size_t* bells = nullptr) {
   shm::HostService* const service = n.port.service.load(std::memory_order_acquire);
   fds[0] = {n.port.sock.fd4(), POLLIN, 0};
   fds[1] = {n.port.sock.fd6(), POLLIN, 0};
   fds[2] = {service ? service->fd() : n.port.fwd.fd(), POLLIN, 0};
+  int bell_fds[kMaxBells];
+  const size_t nb = n.port.channels.bells(bell_fds, kMaxBells);
+  for (size_t i = 0; i < nb; ++i) fds[3 + i] = {bell_fds[i], POLLIN, 0};
+  if (bells) *bells = nb;
   const size_t steered = n.port.steered.count();
-  for (size_t i = 0; i < steered; ++i) fds[3 + i] = {n.port.steered.fd(i), POLLIN, 0};
-  return 3 + steered;
+  for (size_t i = 0; i < steered; ++i) fds[3 + nb + i] = {n.port.steered.fd(i), POLLIN, 0};
+  return 3 + nb + steered;
 }
 
-// Which of them poll() found holding something.
-Readable readable_of(const pollfd* fds, size_t count) {
+// Which of them poll() found holding something. (A rung bell is read here,
+// before the rings are: a ring after that wakes the next poll.)
+Readable readable_of(const pollfd* fds, size_t count, size_t bells) {
   Readable r{(fds[0].revents & POLLIN) != 0, (fds[1].revents & POLLIN) != 0,
              (fds[2].revents & (POLLIN | POLLHUP)) != 0, 0};
-  for (size_t i = 3; i < count; ++i)
-    if (fds[i].revents & POLLIN) r.steered |= uint64_t{1} << (i - 3);
+  for (size_t i = 3; i < 3 + bells; ++i)
+    if (fds[i].revents & POLLIN) {
+      uint64_t rings;
+      (void)!read(fds[i].fd, &rings, sizeof rings);
+      r.rung = true;
+    }
+  for (size_t i = 3 + bells; i < count; ++i)
+    if (fds[i].revents & POLLIN) r.steered |= uint64_t{1} << (i - 3 - bells);
   return r;
+}
+
+// Receives and handles what the rings from other users' processes hold, at
+// most `budget` datagrams. Caller holds n.rx_mu.
+// Datagrams taken from the rings before one of them closes: more than a
+// ring of the smallest records holds.
+constexpr int kDrainBeforeClose = 65536;
+
+void drain_channels(Nic& n, ReceiveSlots& slots, int budget) {
+  Engine& e = n.engine;
+  constexpr size_t stride = net::kDatagramHeadroom + kSlotBytes;
+  for (int left = budget; left > 0;) {
+    int got;
+    {
+      EngineBatch batch(e);
+      got = n.port.channels.take(slots.at(0), stride, net::kDatagramHeadroom, std::min(left, kSlots),
+                                 [&](uint32_t peer, const shm::PeerRecord& r, uint8_t* buf, size_t len) {
+                                   const DatagramInfo info{r.src, r.dst, r.src_port, r.traffic_class, 64};
+                                   handle_datagram(n, buf, len, info, net::kRoceUdpPort, Arrival::kChannel, peer,
+                                                   &batch);
+                                 });
+    }
+    if (got) e.counters.add_device(kRingDatagrams, static_cast<uint64_t>(got));
+    e.hand_over_answers();
+    if (got < kSlots) return;
+    left -= got;
+  }
+  // (The budget ran out with the rings still holding some: wake the network
+  // thread for the rest.)
+  if (n.port.channels.any_ready()) n.port.channels.ring_own_bell();
 }
 
 // Receives and handles what waits on UDP socket `fd` (port `local_port`),
@@ -528,6 +579,31 @@ void drain(Nic& n, ReceiveSlots& slots, int budget, Readable readable = {}) {
     });
     if (k % 16 == 15) e.hand_over_answers();
   }
+  // Rings the service made (or whose peer went), met on its connection:
+  // before the rings are read (a ring whose peer is gone is read no more).
+  if (service) {
+    bool opened = false;
+    for (shm::HostService::ChannelEvent& ev : service->take_channel_events()) {
+      if (ev.open) {
+        n.port.channels.open(ev.peer_slot, ev.peer_pid, ev.fds, ev.count);
+        opened = true;
+      } else {
+        // What the peer wrote before it went is taken first (the ACK of a
+        // ping-pong's last message, sent as its process exits): it was
+        // sent by that process, whose slot no one has again until the
+        // service hears that we let go (its quarantine). A bounded drain:
+        // a ring holds at most 4 MiB.
+        if (n.port.channels.any_ready()) drain_channels(n, slots, kDrainBeforeClose);
+        n.port.channels.close(ev.peer_slot);
+        n.has_retired_bells.store(true, std::memory_order_release);
+      }
+    }
+    if (opened) {  // (the network thread watches the new bell from its next poll)
+      const uint64_t one = 1;
+      (void)!write(n.port.wake_fd, &one, sizeof one);
+    }
+  }
+  if (n.port.channels.any_ready()) drain_channels(n, slots, budget);
   e.hand_over_answers();
 }
 
@@ -551,7 +627,9 @@ void network_thread(Nic* nic) {
   uint64_t nap_start_ns = 0;  // when it began
   ReceiveSlots slots;
   uint64_t next_try_ns = 0;  // when a process without the RoCE port tries to bind it again
+  // (The knobs, read now: a test may change them while this thread runs.)
   const bool look_for_services = host_service_wanted();
+  const uint32_t trusted_uid = host_service_uid();
   for (;;) {
     // Without the port (or a service that has it), look for it again
     // every second: its owner may be gone. Under a service that went,
@@ -562,7 +640,13 @@ void network_thread(Nic* nic) {
     const bool rejoining = n.under_service && !service && !n.service_refused;
     const bool looking = !n.under_service && look_for_services;
     pollfd fds[kMaxReceivingFds + 2];
-    const size_t receiving = receiving_fds(n, fds);
+    // Bells of closed channels go now, while no poll watches them.
+    if (n.has_retired_bells.exchange(false, std::memory_order_acq_rel)) {
+      std::lock_guard rx(n.rx_mu);
+      n.port.channels.close_retired();
+    }
+    size_t bells = 0;
+    const size_t receiving = receiving_fds(n, fds, &bells);
     pollfd& timer = fds[receiving];
     pollfd& wake = fds[receiving + 1];
     timer = {n.port.timer_fd, POLLIN, 0};
@@ -612,7 +696,7 @@ void network_thread(Nic* nic) {
         e.armed_ns = 0;
       }
       if (rejoining && monotonic_ns() >= n.next_service_try_ns) rejoin_service(n);
-      if (looking && monotonic_ns() >= n.next_service_try_ns) look_for_service(n);
+      if (looking && monotonic_ns() >= n.next_service_try_ns) look_for_service(n, trusted_uid);
       if (!owner && !n.under_service && monotonic_ns() >= next_try_ns) {
         next_try_ns = monotonic_ns() + 1'000'000'000;
         std::lock_guard rx(n.rx_mu);
@@ -629,7 +713,7 @@ void network_thread(Nic* nic) {
       // slow mode that lasted once entered (ib_write_lat between two
       // namespaces, 6 rounds: ~32 us typical; ~16 us held).
       HoldAnswers hold(monotonic_ns() - n.app_polled_ns.load(std::memory_order_relaxed) < kPollingNs);
-      const Readable readable = readable_of(fds, receiving);
+      const Readable readable = readable_of(fds, receiving, bells);
       if (readable.any()) {
         std::lock_guard rx(n.rx_mu);
         e.counters.add_device(kThreadReceives);
@@ -690,7 +774,8 @@ void RoceTransport::listen() {
   }
   if (service) {
     service->attest(nic_.port.sock.send_fd(true), nic_.port.sock.send_fd(false));
-    nic_.port.attestation = service->attestation();
+    nic_.port.own_slot.store(nic_.slot, std::memory_order_relaxed);
+    nic_.port.attestation.store(service->attestation(), std::memory_order_release);
     nic_.under_service = true;
   }
   static bool exit_handler = (std::atexit(roce::hand_over_at_exit), true);
@@ -745,10 +830,11 @@ void RoceTransport::progress() {
       // polling an empty CQ comes here over and over, and a receive on each
       // empty socket would cost three.
       pollfd fds[roce::kMaxReceivingFds];
-      const size_t count = roce::receiving_fds(nic_, fds);
+      size_t bells = 0;
+      const size_t count = roce::receiving_fds(nic_, fds, &bells);
       thread_local roce::ReceiveSlots slots;
-      if (poll(fds, count, 0) > 0) {
-        const roce::Readable readable = roce::readable_of(fds, count);
+      if (poll(fds, count, 0) > 0 || nic_.port.channels.any_ready()) {
+        const roce::Readable readable = roce::readable_of(fds, count, bells);
         // (Counted as the network thread counts: a socket with only an
         // error to report, POLLERR, holds nothing to receive.)
         if (readable.any()) e.counters.add_device(roce::kAppReceives);

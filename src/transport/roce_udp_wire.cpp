@@ -3,10 +3,33 @@
 #include <sys/timerfd.h>
 
 #include "net/roce_datagram.h"
+#include "hostd/datagram_route.h"
 #include "net/roce_frame.h"
 #include "util/clock.h"
 
 namespace sv::roce {
+
+void UdpWire::send(OutDatagram* d, size_t count) {
+  if (!attestation.load(std::memory_order_acquire)) {  // (no service: no rings)
+    sock.send_many(d, count);
+    return;
+  }
+  const uint32_t ours = own_slot.load(std::memory_order_relaxed);
+  size_t run = 0;  // d[run..i) go by UDP
+  for (size_t i = 0; i < count; ++i) {
+    const uint32_t peer = d[i].len > hostd::kDestQpSlotByte ? d[i].data[hostd::kDestQpSlotByte] : 0;
+    if (!peer || peer == ours || !is_local_address(d[i].dst)) continue;  // another host's, or ours
+    if (!channels.put(peer, d[i], sock.source_port(d[i].dst))) {
+      if (channels.note_asked(peer))
+        if (shm::HostService* svc = service.load(std::memory_order_acquire)) svc->request_channel(peer);
+      continue;  // by UDP until the rings come
+    }
+    if (i > run) sock.send_many(d + run, i - run);
+    run = i + 1;
+  }
+  if (count > run) sock.send_many(d + run, count - run);
+  channels.publish();
+}
 
 uint64_t UdpWire::now_ns() const { return monotonic_ns(); }
 

@@ -9,6 +9,7 @@
 
 #include "shm/host_service.h"
 #include "transport/roce_forward.h"
+#include "transport/roce_peer_channels.h"
 #include "transport/roce_socket.h"
 #include "transport/roce_steering.h"
 #include "transport/roce_wire.h"
@@ -25,14 +26,19 @@ class UdpWire final : public Wire {
   // With a host service: which local process sends from which port
   // (util/port_attestation.h). Kept when the service is lost: the ports it
   // vouched for stay held by their processes.
-  const PortAttestationTable* attestation = nullptr;
+  std::atomic<const PortAttestationTable*> attestation{nullptr};
+  // With a host service: rings to other users' processes of this host.
+  PeerChannels channels;
+  std::atomic<uint32_t> own_slot{0};
   SteeredFlows steered;  // flows the kernel brings straight to us, past the shared port
   int timer_fd = -1;  // the network thread's alarm
   int wake_fd = -1;   // an eventfd: the network thread has more sockets to watch (`steered` grew)
 
-  // On our UDP sockets, to this host's addresses too: with a host service,
-  // from ports it vouches for as ours.
-  void send(OutDatagram* d, size_t count) override { sock.send_many(d, count); }
+  // On our UDP sockets, to this host's addresses too (with a host service,
+  // from ports it vouches for as ours); to another user's process of this
+  // host through the rings to it once the service made them (asked for the
+  // first time one is for it).
+  void send(OutDatagram* d, size_t count) override;
   uint16_t source_port(const in6_addr& dst) const override { return sock.source_port(dst); }
   uint32_t link_mtu(const in6_addr& dst, const in6_addr& src) override { return link_ib_mtu(dst, src); }
   uint64_t now_ns() const override;

@@ -40,9 +40,11 @@ inline constexpr int kHostServiceConnectMs = 5000;
 // goes to *untrusted (else UINT32_MAX), or it did not take the connection
 // in kHostServiceConnectMs (errno ETIMEDOUT). Never blocks for longer: a
 // connect() to a listener whose backlog is full would wait for ever.
-inline int connect_host_service(uint32_t* untrusted) {
+// `trusted_uid`: the uid besides root and ours whose service we take
+// (SOFTVERBS_HOSTD_UID; a thread that runs on its own passes what it read
+// when it started, as the knobs may change under a test).
+inline int connect_host_service(uint32_t* untrusted, uint32_t trusted_uid) {
   *untrusted = UINT32_MAX;
-  if (!host_service_wanted()) return -1;
   const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -1;
   socklen_t len;
@@ -62,12 +64,20 @@ inline int connect_host_service(uint32_t* untrusted) {
   const int flags = fcntl(fd, F_GETFL);
   fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   const uint32_t uid = peer_uid(fd);
-  if (uid != 0 && uid != geteuid() && uid != host_service_uid()) {
+  if (uid != 0 && uid != geteuid() && uid != trusted_uid) {
     *untrusted = uid;
     close(fd);
     return -1;
   }
   return fd;
+}
+
+inline int connect_host_service(uint32_t* untrusted) {
+  if (!host_service_wanted()) {
+    *untrusted = UINT32_MAX;
+    return -1;
+  }
+  return connect_host_service(untrusted, host_service_uid());
 }
 
 namespace hostd {
@@ -86,6 +96,35 @@ enum MessageType : uint8_t {
   kAttest = 11,     // process -> service: Attest, with the sockets it sends RoCEv2 from
   kAttestReply = 12,
   kRejoin = 13,     // process -> service: Rejoin, with the sockets it has (after a restart, or a handover)
+  kChannel = 14,       // process -> service: ChannelRequest: rings to the process of another user's slot
+  kChannelOpen = 15,   // service -> both processes: ChannelOpen, with the rings and bells
+  kChannelClosed = 16,  // service -> process: ChannelOpen's peer is gone (peer_slot says which)
+};
+
+// Two processes of different users of one host exchange their datagrams
+// through a pair of rings in shared memory the service makes
+// (shm/peer_ring.h), not through the kernel's UDP stack. A process asks for
+// them when it first sends to another user's process of this host (the
+// datagrams go by UDP until they are there); the service checks that
+// `slot` is leased to a process with a connection, and sends each of the
+// two a ChannelOpen naming the other's slot (what comes from the ring in is
+// from that slot: the service attests it, as a port in the attestation
+// table), with four descriptors: the ring it writes, the ring it reads,
+// the bell it rings when it put something the peer had emptied (an
+// eventfd the peer's network thread watches), and the bell it watches.
+// Each pair has its own two bells: a peer can steal no wake-up but its own.
+struct ChannelRequest {
+  uint8_t type = kChannel;
+  uint8_t reserved[3] = {};
+  uint32_t slot = 0;
+};
+
+struct ChannelOpen {
+  uint8_t type = kChannelOpen;
+  uint8_t reserved[3] = {};
+  uint32_t peer_slot = 0;
+  uint32_t peer_pid = 0;  // (to notice the peer's end while no service runs)
+  uint32_t reserved2 = 0;
 };
 
 // After a granted lease, what the process receives with: descriptors for

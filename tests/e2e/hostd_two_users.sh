@@ -21,7 +21,10 @@
 #     processes send from ports the service holds for them), and root's
 #     process drops them (its unattested counter); through the service
 #     (which takes only CM MADs from processes) they are refused. Before:
-#     forged NAKs ended such a connection.
+#     forged NAKs ended such a connection;
+#  6. bulk data between the two users (ib_write_bw, 1 MiB) goes through the
+#     rings the service made between their processes (shm/peer_ring.h),
+#     not the kernel's UDP: nobody's server counts ring_datagrams.
 # $1: the service binary, $2: hostd_inject, $3: softverbs-stat.
 set -u
 . "$(dirname "$0")/as_nobody.sh"
@@ -178,6 +181,31 @@ sleep 0.5
 after=$(counter unattested)
 kill $server $client 2>/dev/null
 echo "--- forged SENDs over UDP to the client's slot: unattested $before -> $after"
+
+# 6. Bulk data between the users, through the rings. (nobody reads its
+# own counters: its runtime directory is its alone.)
+cp "$stat" "$out/stat" && chmod 755 "$out/stat"
+ip netns exec "$n" env "SOFTVERBS_RUNTIME_DIR=$out/rt-nobody" "${as_nobody[@]}" timeout 60 \
+  ib_write_bw -x "$gid" -p 18612 -s 1048576 -D 3 >"$out/bw.server" 2>&1 &
+server=$!
+sleep 0.5
+ip netns exec "$n" env "SOFTVERBS_RUNTIME_DIR=$out/rt-root" timeout 60 \
+  ib_write_bw -x "$gid" -p 18612 -s 1048576 -D 3 10.97.0.1 >"$out/bw.client" 2>&1 &
+client=$!
+rings=0
+while kill -0 $client 2>/dev/null; do
+  r=$("${as_nobody[@]}" env SOFTVERBS_RUNTIME_DIR="$out/rt-nobody" "$out/stat" -a 2>/dev/null |
+    awk '/device/ {for (i = 1; i < NF; i++) if ($i == "ring_datagrams") print $(i + 1)}' | sort -n | tail -1)
+  ((${r:-0} > rings)) && rings=$r
+  sleep 0.2
+done
+wait $client; crc=$?
+wait $server; src=$?
+echo "--- ib_write_bw 1 MiB between nobody and root: server exit $src, client exit $crc, $rings datagrams through the rings"
+grep -hE "^ 1048576" "$out/bw.client"
+((src == 0 && crc == 0)) || { echo "FAIL: ib_write_bw between the users"; tail -n 3 "$out/bw.server" "$out/bw.client"; fail=1; }
+((rings > 1000)) || { echo "FAIL: the bulk data did not go through the rings"; fail=1; }
+grep -q "rings between slot" "$out/hostd" || { echo "FAIL: the service made no rings"; fail=1; }
 
 kill -TERM $hostd_pid
 wait $hostd_pid

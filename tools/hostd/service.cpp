@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -21,6 +23,8 @@
 #include "net/roce_frame.h"
 #include "net/roce_header.h"
 #include "net/roce_opcode.h"
+#include "shm/peer_ring.h"
+#include "util/clock.h"
 #include "util/fd_passing.h"
 #include "util/host_service_socket.h"
 #include "util/unix_socket_address.h"
@@ -35,6 +39,9 @@ constexpr size_t kReservedFds = 32;
 // from one connection: one busy user cannot keep the loop from the others.
 constexpr int kAcceptsPerWake = 64;
 constexpr int kMessagesPerWake = 64;
+// Ring pairs one process may have (shm/peer_ring.h: 2 x 4 MiB each, mapped
+// by both): one per other user's process it talks to, at most this many.
+constexpr uint32_t kMaxChannels = 64;
 
 // The file limit, raised to its hard ceiling (a systemd unit starts with a
 // soft limit of 1024): connections are what the service is for.
@@ -49,11 +56,12 @@ size_t file_limit() {
   return r.rlim_cur == RLIM_INFINITY ? size_t{1} << 20 : static_cast<size_t>(r.rlim_cur);
 }
 
-// Each connection costs up to three descriptors: itself and the two
-// sockets its process sends from, which the service holds (attest).
+// Each connection costs up to four descriptors: itself, the two sockets its
+// process sends from, which the service holds (attest), and its bell
+// (open_channel).
 size_t connection_capacity(size_t wanted) {
   const size_t limit = file_limit();
-  const size_t room = (limit > 2 * kReservedFds ? limit - kReservedFds : limit / 2) / 3;
+  const size_t room = (limit > 2 * kReservedFds ? limit - kReservedFds : limit / 2) / 4;
   return wanted ? std::min(wanted, room) : room;
 }
 
@@ -97,7 +105,26 @@ bool is_port_member(int fd, int family) {
                                  : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port) == net::kRoceUdpPort;
 }
 
+// The network namespace a socket belongs to (SO_NETNS_COOKIE, Linux 5.14);
+// 0 when the kernel cannot say.
+uint64_t netns_cookie(int fd) {
+  uint64_t cookie = 0;
+  socklen_t len = sizeof cookie;
+#ifdef SO_NETNS_COOKIE
+  if (getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &cookie, &len) != 0) cookie = 0;
+#endif
+  return cookie;
+}
+
 }  // namespace
+
+// A socket a process hands us is of this network namespace (a user who may
+// make namespaces of its own could otherwise claim ports here that it
+// holds only there).
+bool Service::in_our_namespace(int fd) const {
+  if (!netns_cookie_) return true;
+  return netns_cookie(fd) == netns_cookie_;
+}
 
 Service::Service(Options o)
     : opt_(o), budget_(connection_capacity(o.max_connections)), claims_(o.claims),
@@ -110,6 +137,7 @@ Service::~Service() {
     forget_attested(c);
     close(fd);
   }
+  end_lingering(UINT64_MAX);
   if (table_) munmap(table_, sizeof *table_);
   if (table_ro_fd_ >= 0) close(table_ro_fd_);
   if (listener_ >= 0) close(listener_);
@@ -161,8 +189,18 @@ bool Service::open_attestation_table() {
     if (fd >= 0) close(fd);
     return false;
   }
-  fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  // Ours to write through this mapping alone: once it is made, no one may
+  // write the file or map it writable again (F_SEAL_FUTURE_WRITE), root
+  // included; and its mode keeps a process from reopening the read-only
+  // descriptor we give it for writing (through /proc/self/fd).
   void* t = mmap(nullptr, sizeof(PortAttestationTable), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (t == MAP_FAILED || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) != 0 ||
+      fchmod(fd, 0444) != 0) {
+    std::perror("softverbs-hostd: sealing the port attestation table");
+    if (t != MAP_FAILED) munmap(t, sizeof(PortAttestationTable));
+    close(fd);
+    return false;
+  }
   const std::string self = "/proc/self/fd/" + std::to_string(fd);
   table_ro_fd_ = ::open(self.c_str(), O_RDONLY | O_CLOEXEC);
   close(fd);
@@ -176,6 +214,7 @@ bool Service::open_attestation_table() {
 
 bool Service::open() {
   if (!open_attestation_table()) return false;
+  load_state();
   listener_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   socklen_t len;
   const sockaddr_un a = abstract_unix_address(kHostServiceSocket, &len);
@@ -210,6 +249,7 @@ bool Service::open() {
     }
     usleep(100'000);
   }
+  netns_cookie_ = netns_cookie(sock_.fd4());
   watch(listener_);
   watch(sock_.fd4());
   if (sock_.fd6() >= 0) watch(sock_.fd6());
@@ -278,7 +318,8 @@ void Service::drop_client(int fd) {
     steer4_.unsteer(c.slot);
     steer6_.unsteer(c.slot);
   }
-  forget_attested(c);
+  linger_attested(c);
+  close_channels_of(c);
   if (c.network) {
     if (auto p = network_by_pid_.find(c.pid); p != network_by_pid_.end() && p->second == fd) network_by_pid_.erase(p);
     if (auto u = network_by_uid_.find(c.uid); u != network_by_uid_.end()) {
@@ -298,9 +339,17 @@ void Service::drop_client(int fd) {
 // runs, or a datagram for a QP of this host.
 bool Service::serve_client(int fd) {
   uint8_t* const bytes = inbox_.data();
-  int fds[kMaxPassedFds];
-  int count = 0;
-  const ssize_t n = receive_with_fds(fd, bytes, inbox_.size(), fds, kMaxPassedFds, &count, MSG_DONTWAIT);
+  // Descriptors that came with the message: a handler that keeps one sets
+  // its entry to -1; every other is closed here, whatever the message was.
+  struct Passed {
+    int fds[kMaxPassedFds];
+    int count = 0;
+    ~Passed() {
+      for (int i = 0; i < count; ++i)
+        if (fds[i] >= 0) close(fds[i]);
+    }
+  } passed;
+  const ssize_t n = receive_with_fds(fd, bytes, inbox_.size(), passed.fds, kMaxPassedFds, &passed.count, MSG_DONTWAIT);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return false;
   if (n <= 0 && !(n < 0 && errno == EMSGSIZE)) {
     drop_client(fd);
@@ -308,13 +357,13 @@ bool Service::serve_client(int fd) {
   }
   if (n < 0) return true;  // (too large: dropped, its descriptors closed)
   Client& c = clients_[fd];
-  if (bytes[0] == kAttest || bytes[0] == kRejoin) {  // (they take the descriptors)
-    if (bytes[0] == kAttest) attest(fd, c, bytes, static_cast<size_t>(n), fds, count);
-    else rejoin(fd, c, bytes, static_cast<size_t>(n), fds, count);
-    return clients_.count(fd) != 0;
-  }
-  for (int i = 0; i < count; ++i) close(fds[i]);  // (no other message carries any)
   switch (bytes[0]) {
+    case kAttest:
+      attest(fd, c, bytes, static_cast<size_t>(n), passed.fds, passed.count);
+      return clients_.count(fd) != 0;
+    case kRejoin:
+      rejoin(fd, c, bytes, static_cast<size_t>(n), passed.fds, passed.count);
+      return clients_.count(fd) != 0;
     case kNetworkUp:
       network_up(fd, c);
       return true;
@@ -325,10 +374,44 @@ bool Service::serve_client(int fd) {
     case kSend:
       from_process(c, bytes, static_cast<size_t>(n));
       return true;
+    case kChannel:
+      open_channel(fd, c, bytes, static_cast<size_t>(n));
+      return clients_.count(fd) != 0;
     default:
       lease(fd, c, bytes, static_cast<size_t>(n));
       return clients_.count(fd) != 0;
   }
+}
+
+// Whether `slot` may be leased to `c` now: no connection holds it; it is
+// not in quarantine (its last holder had rings to other processes, which
+// must first hear that it left: what comes out of those rings is taken as
+// that slot's); and a previous service's holder (state file) has had its
+// grace period to come back, unless `c` is that process. Else *holder is
+// whose it is.
+bool Service::may_lease(uint32_t slot, const Client& c, uint32_t* holder) const {
+  if (by_slot_[slot] >= 0) {
+    *holder = clients_.at(by_slot_[slot]).uid;
+    return false;
+  }
+  const uint64_t now = monotonic_ns();
+  const Reserved& q = reserved_[slot];
+  if (q.until_ns > now && !(q.pid && q.pid == c.pid && q.uid == c.uid)) {
+    *holder = q.uid;
+    return false;
+  }
+  for (const PendingClose& p : pending_closes_)
+    if (p.closed_slot == slot) {
+      *holder = UINT32_MAX - 1;
+      return false;
+    }
+  return true;
+}
+
+void Service::take_lease(int fd, Client& c, uint32_t slot) {
+  c.slot = slot;
+  by_slot_[slot] = fd;
+  reserved_[slot] = Reserved{};
 }
 
 void Service::lease(int fd, Client& c, const uint8_t* bytes, size_t n) {
@@ -340,12 +423,11 @@ void Service::lease(int fd, Client& c, const uint8_t* bytes, size_t n) {
     rep.holder_uid = UINT32_MAX - 1;  // not a slot anyone can have
   } else if (c.slot) {
     rep.holder_uid = c.uid;  // one lease per process
-  } else if (by_slot_[req.slot] >= 0) {
-    rep.holder_uid = clients_[by_slot_[req.slot]].uid;
+  } else if (uint32_t holder = 0; !may_lease(req.slot, c, &holder)) {
+    rep.holder_uid = holder;
   } else {
     rep.granted = 1;
-    c.slot = req.slot;
-    by_slot_[req.slot] = fd;
+    take_lease(fd, c, req.slot);
     if (opt_.verbose) std::fprintf(stderr, "softverbs-hostd: pid %d (uid %u) leased slot %u\n", c.pid, c.uid, c.slot);
   }
   if (send(fd, &rep, sizeof rep, MSG_DONTWAIT | MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof rep) ||
@@ -386,87 +468,42 @@ bool Service::send_sockets(int fd, uint32_t slot, bool members_too, bool steered
 
 // A process hands over the sockets it sends from: held here, their ports
 // are its own for as long as its connection lasts, and the table says so.
-void Service::attest(int fd, Client& c, const uint8_t* bytes, size_t n, const int* fds, int count) {
+void Service::attest(int fd, Client& c, const uint8_t* bytes, size_t n, int* fds, int count) {
   Attest m;
   std::memcpy(&m, bytes, std::min(sizeof m, n));
   AttestReply rep;
-  const bool ok = n == sizeof m && c.slot && count == (m.v4 ? 1 : 0) + (m.v6 ? 1 : 0) && count > 0 &&
-                  vouch(c, m.v4 ? fds[0] : -1, m.v6 ? fds[count - 1] : -1, &rep);
+  const bool ok = n == sizeof m && c.slot && m.v4 <= 1 && m.v6 <= 1 && count == m.v4 + m.v6 && count > 0 &&
+                  vouch(c, m.v4 ? &fds[0] : nullptr, m.v6 ? &fds[count - 1] : nullptr, &rep);
   if (!ok) ++n_.forged_source;
   rep.granted = ok;
   if (send(fd, &rep, sizeof rep, MSG_DONTWAIT | MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof rep)) drop_client(fd);
 }
 
-// Takes the sockets a process sends from (-1: none of that family) and
-// vouches for their ports as its slot's; false, and closes them, when one
-// is not a socket only it can send from, or its port is another's.
-bool Service::vouch(Client& c, int send4, int send6, AttestReply* rep) {
-  const int fds[2] = {send4, send6};
+// Takes the sockets a process sends from (nullptr: none of that family;
+// a taken one's entry becomes -1) and vouches for their ports as its
+// slot's; false, and takes none, when one is not a socket only it can send
+// from, in this network namespace, or its port is another's.
+bool Service::vouch(Client& c, int* send4, int* send6, AttestReply* rep) {
+  int* const fds[2] = {send4, send6};
   uint16_t ports[2] = {0, 0};
-  bool ok = true;
   for (int f = 0; f < 2; ++f) {
-    if (fds[f] < 0) continue;
-    ports[f] = exclusive_udp_port(fds[f], f == 0 ? AF_INET : AF_INET6);
+    if (!fds[f]) continue;
+    ports[f] = exclusive_udp_port(*fds[f], f == 0 ? AF_INET : AF_INET6);
     const uint16_t holder = ports[f] ? table_->slot[f][ports[f]].load(std::memory_order_relaxed) : 0;
-    if (!ports[f] || (holder && holder != c.slot)) ok = false;
+    if (!ports[f] || (holder && holder != c.slot) || !in_our_namespace(*fds[f])) return false;
   }
   for (int f = 0; f < 2; ++f) {
-    if (fds[f] < 0) continue;
-    if (!ok) {
-      close(fds[f]);
-      continue;
-    }
+    if (!fds[f]) continue;
     if (c.attested[f] >= 0) {  // (a second attest replaces the first)
       table_->slot[f][c.attested_port[f]].store(0, std::memory_order_release);
       close(c.attested[f]);
     }
-    c.attested[f] = fds[f];
+    c.attested[f] = std::exchange(*fds[f], -1);
     c.attested_port[f] = ports[f];
     table_->slot[f][ports[f]].store(static_cast<uint16_t>(c.slot), std::memory_order_release);
     if (rep) (f == 0 ? rep->port4 : rep->port6) = ports[f];
   }
-  return ok;
-}
-
-// A process that used a service before (this one's predecessor, which
-// stopped) or held the port itself until now asks for its slot again, with
-// the sockets it has (hostd::Rejoin): its members of the port's groups go
-// on receiving (the kernel steers to them again), its sending ports are
-// vouched for again. Its QPs keep their numbers, so its connections last.
-void Service::rejoin(int fd, Client& c, const uint8_t* bytes, size_t n, const int* fds, int count) {
-  Rejoin m;
-  std::memcpy(&m, bytes, std::min(sizeof m, n));
-  LeaseReply rep;
-  rep.slot = m.slot;
-  const bool well_formed = n == sizeof m && count == m.member4 + m.member6 + m.send4 + m.send6 && m.slot &&
-                           m.slot < shm::kMaxProcs && !c.slot;
-  if (!well_formed || by_slot_[m.slot] >= 0) {
-    rep.holder_uid = !well_formed ? UINT32_MAX - 1 : clients_[by_slot_[m.slot]].uid;
-    for (int i = 0; i < count; ++i) close(fds[i]);
-    if (send(fd, &rep, sizeof rep, MSG_DONTWAIT | MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof rep)) drop_client(fd);
-    return;
-  }
-  int i = 0;
-  const int member4 = m.member4 ? fds[i++] : -1, member6 = m.member6 ? fds[i++] : -1;
-  const int send4 = m.send4 ? fds[i++] : -1, send6 = m.send6 ? fds[i++] : -1;
-  c.slot = m.slot;
-  by_slot_[m.slot] = fd;
-  bool steered = false;
-  if (steering()) {
-    steered = member4 >= 0 && is_port_member(member4, AF_INET) && steer4_.steer(c.slot, member4);
-    if (steered && member6 >= 0 && is_port_member(member6, AF_INET6)) steer6_.steer(c.slot, member6);
-  }
-  for (int s : {member4, member6})
-    if (s >= 0) close(s);  // (the process keeps its own)
-  if (!vouch(c, send4, send6, nullptr)) ++n_.forged_source;
-  rep.granted = 1;
-  if (opt_.verbose)
-    std::fprintf(stderr, "softverbs-hostd: pid %d (uid %u) rejoined with slot %u%s\n", c.pid, c.uid, c.slot,
-                 steered ? ", its sockets steered again" : "");
-  // New members only for a process that had none (it held the port
-  // itself): one that passed its own keeps them.
-  const bool sent = send(fd, &rep, sizeof rep, MSG_DONTWAIT | MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof rep);
-  if (!sent || !send_sockets(fd, c.slot, /*members=*/!m.member4 && !m.member6, steered)) drop_client(fd);
+  return true;
 }
 
 // The table forgets a process's ports before the service lets their
@@ -477,6 +514,192 @@ void Service::forget_attested(Client& c) {
     if (table_) table_->slot[f][c.attested_port[f]].store(0, std::memory_order_release);
     close(c.attested[f]);
     c.attested[f] = -1;
+  }
+}
+
+constexpr uint64_t kPortLingerNs = 2'000'000'000;
+
+// A process that left: its ports stay held and vouched for kPortLingerNs
+// more. What it sent as it exited may still wait in a receiver's queue (a
+// ping-pong's last ACK, held until the QP was destroyed, then sent) and
+// must not be taken for a forgery. No one else can send from those ports
+// meanwhile: we hold them.
+void Service::linger_attested(Client& c) {
+  const uint64_t until = monotonic_ns() + kPortLingerNs;
+  for (int f = 0; f < 2; ++f) {
+    if (c.attested[f] < 0) continue;
+    lingering_.push_back(Lingering{std::exchange(c.attested[f], -1), f, c.attested_port[f], until});
+  }
+}
+
+// The lingering ports whose time is up by `now_ns` (all, at UINT64_MAX):
+// the table forgets them before their sockets go.
+void Service::end_lingering(uint64_t now_ns) {
+  std::erase_if(lingering_, [&](const Lingering& l) {
+    if (l.until_ns > now_ns) return false;
+    if (table_) table_->slot[l.family][l.port].store(0, std::memory_order_release);
+    close(l.fd);
+    return true;
+  });
+}
+
+// How long the loop may sleep: for ever, unless a notice waits to be
+// retried or a lingering port is due.
+int Service::wait_ms() const {
+  int ms = pending_closes_.empty() ? -1 : 50;
+  if (!lingering_.empty()) {
+    const uint64_t now = monotonic_ns();
+    uint64_t first = UINT64_MAX;
+    for (const Lingering& l : lingering_) first = std::min(first, l.until_ns);
+    const int due = first <= now ? 0 : static_cast<int>((first - now) / 1'000'000 + 1);
+    ms = ms < 0 ? due : std::min(ms, due);
+  }
+  return ms;
+}
+
+// A process that used a service before (this one's predecessor, which
+// stopped) or held the port itself until now asks for its slot again, with
+// the sockets it has (hostd::Rejoin): its members of the port's groups go
+// on receiving (the kernel steers to them again), its sending ports are
+// vouched for again. Its QPs keep their numbers, so its connections last.
+void Service::rejoin(int fd, Client& c, const uint8_t* bytes, size_t n, int* fds, int count) {
+  Rejoin m;
+  std::memcpy(&m, bytes, std::min(sizeof m, n));
+  LeaseReply rep;
+  rep.slot = m.slot;
+  const bool well_formed = n == sizeof m && m.member4 <= 1 && m.member6 <= 1 && m.send4 <= 1 && m.send6 <= 1 &&
+                           count == m.member4 + m.member6 + m.send4 + m.send6 && m.slot && m.slot < shm::kMaxProcs &&
+                           !c.slot;
+  uint32_t holder = 0;
+  if (!well_formed || !may_lease(m.slot, c, &holder)) {
+    rep.holder_uid = !well_formed ? UINT32_MAX - 1 : holder;
+    if (send(fd, &rep, sizeof rep, MSG_DONTWAIT | MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof rep)) drop_client(fd);
+    return;  // (the descriptors are closed by serve_client)
+  }
+  int i = 0;
+  int* const member4 = m.member4 ? &fds[i++] : nullptr;
+  int* const member6 = m.member6 ? &fds[i++] : nullptr;
+  int* const send4 = m.send4 ? &fds[i++] : nullptr;
+  int* const send6 = m.send6 ? &fds[i++] : nullptr;
+  take_lease(fd, c, m.slot);
+  bool steered = false;
+  if (steering()) {
+    steered = member4 && is_port_member(*member4, AF_INET) && steer4_.steer(c.slot, *member4);
+    if (steered && member6 && is_port_member(*member6, AF_INET6)) steer6_.steer(c.slot, *member6);
+  }
+  // (The members stay the process's; ours are closed by serve_client.)
+  if (!vouch(c, send4, send6, nullptr)) ++n_.forged_source;
+  rep.granted = 1;
+  if (opt_.verbose)
+    std::fprintf(stderr, "softverbs-hostd: pid %d (uid %u) rejoined with slot %u%s\n", c.pid, c.uid, c.slot,
+                 steered ? ", its sockets steered again" : "");
+  // New members only for a process that had none (it held the port
+  // itself): one that passed its own keeps them.
+  const bool sent = send(fd, &rep, sizeof rep, MSG_DONTWAIT | MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof rep);
+  if (!sent || !send_sockets(fd, c.slot, /*members=*/!member4 && !member6, steered)) drop_client(fd);
+}
+
+namespace {
+
+// A ring file (shm/peer_ring.h): sealed at its size, so that neither
+// process can shrink it under the other.
+int new_ring() {
+  const int fd = memfd_create("softverbs-peer-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return -1;
+  if (ftruncate(fd, shm::kPeerRingFileBytes) != 0 ||
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+}  // namespace
+
+// A process asks for rings to another user's process (hostd::ChannelRequest):
+// both get their halves, each told the other's slot (and so vouched for, as
+// a port is in the attestation table), with a bell of their own to watch
+// and the peer's to ring (one eventfd per direction and pair: a peer can
+// only steal its own wake-ups). Once per pair; at most kMaxChannels a
+// process; nothing for a slot no connection leased.
+void Service::open_channel(int fd, Client& c, const uint8_t* bytes, size_t n) {
+  ChannelRequest m;
+  std::memcpy(&m, bytes, std::min(sizeof m, n));
+  if (n != sizeof m || !c.slot || !m.slot || m.slot >= shm::kMaxProcs || m.slot == c.slot) return;
+  const int peer_fd = by_slot_[m.slot];
+  if (peer_fd < 0) return;
+  Client& peer = clients_[peer_fd];
+  const auto key = std::minmax(c.slot, m.slot);
+  if (channel_pairs_.count(key) || c.channels >= kMaxChannels || peer.channels >= kMaxChannels) return;
+  const int ab = new_ring(), ba = new_ring();
+  const int bell_a = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), bell_b = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (ab >= 0 && ba >= 0 && bell_a >= 0 && bell_b >= 0) {
+    // The peer first: if it cannot be told (its queue is full), nothing is
+    // made, and neither process loses anything. If then the asker cannot
+    // be told, the peer hears that the rings are gone.
+    if (send_channel(peer_fd, c, ba, ab, bell_a, bell_b)) {
+      if (send_channel(fd, peer, ab, ba, bell_b, bell_a)) {
+        channel_pairs_.insert(key);
+        ++c.channels;
+        ++peer.channels;
+        if (opt_.verbose)
+          std::fprintf(stderr, "softverbs-hostd: rings between slot %u (uid %u) and slot %u (uid %u)\n", c.slot,
+                       c.uid, peer.slot, peer.uid);
+      } else {
+        notify_closed(m.slot, c.slot);
+      }
+    }
+  }
+  for (int x : {ab, ba, bell_a, bell_b})
+    if (x >= 0) close(x);
+}
+
+// Tells the process on `fd` of rings to `peer`: it writes `ring_out`,
+// reads `ring_in`, rings `bell_out` when it put something the peer had
+// emptied, and watches `bell_in`.
+bool Service::send_channel(int fd, const Client& peer, int ring_out, int ring_in, int bell_out, int bell_in) {
+  ChannelOpen m;
+  m.peer_slot = peer.slot;
+  m.peer_pid = static_cast<uint32_t>(peer.pid);
+  const int fds[4] = {ring_out, ring_in, bell_out, bell_in};
+  return send_with_fds(fd, &m, sizeof m, fds, 4, MSG_DONTWAIT);
+}
+
+// Tells the process of `to_slot` that the one of `closed_slot` (its rings'
+// peer) is gone. A notice its full queue refuses waits (retry_closes), and
+// `closed_slot` is not leased again until every notice went: what comes
+// out of those rings is taken as that slot's.
+void Service::notify_closed(uint32_t to_slot, uint32_t closed_slot) {
+  pending_closes_.push_back(PendingClose{to_slot, closed_slot});
+  retry_closes();
+}
+
+void Service::retry_closes() {
+  std::erase_if(pending_closes_, [&](const PendingClose& p) {
+    const int ofd = by_slot_[p.to_slot];
+    if (ofd < 0) return true;  // (it is gone too)
+    ChannelOpen m;
+    m.type = kChannelClosed;
+    m.peer_slot = p.closed_slot;
+    return send(ofd, &m, sizeof m, MSG_DONTWAIT | MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof m);
+  });
+}
+
+// A process left: each peer it had rings with is told (it closes them; its
+// next datagrams for that slot go by UDP, to whoever leases it next).
+void Service::close_channels_of(const Client& c) {
+  if (!c.slot) return;
+  for (auto it = channel_pairs_.begin(); it != channel_pairs_.end();) {
+    if (it->first != c.slot && it->second != c.slot) {
+      ++it;
+      continue;
+    }
+    const uint32_t other = it->first == c.slot ? it->second : it->first;
+    it = channel_pairs_.erase(it);
+    const int ofd = by_slot_[other];
+    if (ofd < 0) continue;
+    if (Client& o = clients_[ofd]; o.channels) --o.channels;
+    notify_closed(other, c.slot);
   }
 }
 
@@ -500,6 +723,14 @@ void Service::claim(int fd, const Client& c, const uint8_t* bytes, size_t n, boo
   }
   ClaimReply rep;
   uint32_t holder = 0;
+  if (auto r = reserved_claims_.find(std::string(key)); r != reserved_claims_.end()) {
+    if (r->second.until_ns > monotonic_ns() && !(r->second.pid == c.pid && r->second.uid == c.uid)) {
+      rep.holder_uid = r->second.uid;  // kept for its CM, whose service restarted
+      if (send(fd, &rep, sizeof rep, MSG_DONTWAIT | MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof rep)) drop_client(fd);
+      return;
+    }
+    reserved_claims_.erase(r);
+  }
   switch (claims_.claim(fd, c.uid, key, &holder)) {
     case ClaimTable::Result::kGranted:
       rep.granted = 1;
@@ -520,7 +751,11 @@ void Service::claim(int fd, const Client& c, const uint8_t* bytes, size_t n, boo
 int Service::mad_reader_for(int claimant) const {
   auto c = clients_.find(claimant);
   if (c == clients_.end()) return -1;
-  if (auto p = network_by_pid_.find(c->second.pid); p != network_by_pid_.end()) return p->second;
+  // (By pid, and the uid checked: a connection made by an earlier process
+  // of that pid, kept by another, is not the claimant's.)
+  if (auto p = network_by_pid_.find(c->second.pid);
+      p != network_by_pid_.end() && clients_.count(p->second) && clients_.at(p->second).uid == c->second.uid)
+    return p->second;
   if (auto u = network_by_uid_.find(c->second.uid); u != network_by_uid_.end() && !u->second.empty())
     return *u->second.begin();
   return -1;
@@ -673,7 +908,7 @@ void Service::receive_datagrams(int fd) {
     for (int i = 0; i < got; ++i) {
       if (lens[i] <= 0) {
         ++n_.malformed;
-      } else if (!is_local_address(infos[i].src)) {
+      } else if (!sent_by_this_host(infos[i])) {
         route(bufs[i], static_cast<size_t>(lens[i]), segs[i], infos[i]);
       } else if (const uint32_t slot = attested_slot(table_, infos[i].src, infos[i].src_port)) {
         // A process of this host, from a port we vouch for: stamped with
@@ -696,11 +931,124 @@ void Service::receive_datagrams(int fd) {
   }
 }
 
+namespace {
+
+// How long a restarted service keeps the slots and CM keys of the previous
+// one's processes for them to come back (they try every 50 ms).
+constexpr uint64_t kRestartGraceNs = 30'000'000'000;
+
+// The state file of this network namespace's service, in `dir`.
+std::string state_path(const std::string& dir) {
+  struct stat st;
+  if (dir.empty() || stat("/proc/self/ns/net", &st) != 0) return "";
+  return dir + "/net" + std::to_string(st.st_ino) + ".state";
+}
+
+std::string hex(std::string_view s) {
+  static const char* const digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char ch : s) {
+    out += digits[ch >> 4];
+    out += digits[ch & 15];
+  }
+  return out;
+}
+
+bool unhex(const std::string& h, std::string* out) {
+  if (h.size() % 2) return false;
+  out->clear();
+  for (size_t i = 0; i < h.size(); i += 2) {
+    const auto nib = [](char ch) { return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1; };
+    const int hi = nib(h[i]), lo = nib(h[i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    *out += static_cast<char>(hi << 4 | lo);
+  }
+  return true;
+}
+
+// Whether process `pid` lives now, as `uid`, in our network namespace: a
+// state file's entry is kept only for such a process (the file may be a
+// namespace's long gone, whose inode number a new one got).
+bool alive_here(pid_t pid, uint32_t uid) {
+  const std::string proc = "/proc/" + std::to_string(pid);
+  struct stat st;
+  char ours[64] = {}, theirs[64] = {};
+  return pid > 0 && stat(proc.c_str(), &st) == 0 && st.st_uid == uid &&
+         readlink("/proc/self/ns/net", ours, sizeof ours - 1) > 0 &&
+         readlink((proc + "/ns/net").c_str(), theirs, sizeof theirs - 1) > 0 && std::strcmp(ours, theirs) == 0;
+}
+
+}  // namespace
+
+// At a stop (SIGTERM: a restart, or the end): who holds which slot and CM
+// key, so that the next service keeps them for those processes a while.
+// Without it (a service that was killed) anyone may take them first. Keys
+// are written in hex: they are what clients sent.
+void Service::save_state() const {
+  const std::string path = state_path(opt_.state_dir);
+  if (path.empty()) return;
+  bool any = false;
+  for (const auto& [fd, c] : clients_) any |= c.slot != 0;
+  if (!any) {  // (nothing to keep: no file for the next one to read)
+    unlink(path.c_str());
+    return;
+  }
+  mkdir(opt_.state_dir.c_str(), 0700);
+  const std::string tmp = path + ".new";
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  if (!f) return;
+  for (const auto& [fd, c] : clients_)
+    if (c.slot) std::fprintf(f, "slot %u %u %d\n", c.slot, c.uid, static_cast<int>(c.pid));
+  claims_.for_each([&](const std::string& key, int owner, uint32_t uid) {
+    auto it = clients_.find(owner);
+    if (it != clients_.end()) std::fprintf(f, "claim %u %d %s\n", uid, static_cast<int>(it->second.pid), hex(key).c_str());
+  });
+  if (std::fclose(f) == 0) rename(tmp.c_str(), path.c_str());
+}
+
+// At a start: what the previous service saved, kept for kRestartGraceNs.
+// (The file is ours: a directory only root may write.)
+void Service::load_state() {
+  const std::string path = state_path(opt_.state_dir);
+  if (path.empty()) return;
+  struct stat st;
+  if (lstat(opt_.state_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+      (st.st_mode & 022))
+    return;
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return;
+  const uint64_t until = monotonic_ns() + kRestartGraceNs;
+  char line[600];
+  size_t slots = 0, keys = 0;
+  while (std::fgets(line, sizeof line, f)) {
+    unsigned slot, uid;
+    int pid;
+    char key[300];
+    std::string k;
+    if (std::sscanf(line, "slot %u %u %d", &slot, &uid, &pid) == 3 && slot && slot < shm::kMaxProcs) {
+      if (!alive_here(pid, uid)) continue;
+      reserved_[slot] = Reserved{uid, pid, until};
+      ++slots;
+    } else if (std::sscanf(line, "claim %u %d %299s", &uid, &pid, key) == 3 && unhex(key, &k) && !k.empty() &&
+               alive_here(pid, uid)) {
+      reserved_claims_[k] = Reserved{uid, pid, until};
+      ++keys;
+    }
+  }
+  std::fclose(f);
+  unlink(path.c_str());
+  if (opt_.verbose)
+    std::fprintf(stderr, "softverbs-hostd: kept %zu slots and %zu CM keys of the previous service's processes\n", slots,
+                 keys);
+}
+
 void Service::run(volatile int* stop) {
   constexpr int kEvents = 256;
   epoll_event events[kEvents];
   while (!*stop) {
-    const int ready = epoll_wait(epoll_, events, kEvents, -1);
+    const int ready = epoll_wait(epoll_, events, kEvents, wait_ms());
+    if (!pending_closes_.empty()) retry_closes();
+    if (!lingering_.empty()) end_lingering(monotonic_ns());
     if (ready < 0) {
       if (errno == EINTR) continue;
       std::perror("softverbs-hostd: epoll_wait");

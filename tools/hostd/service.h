@@ -13,7 +13,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <set>
 #include <string>
+#include <utility>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -42,6 +44,7 @@ class Service {
     bool steer = true;           // have the kernel steer datagrams to processes when it can (kernel_steering.h)
     size_t max_connections = 0;  // 0: what the file limit leaves
     int port_wait_ms = 30'000;   // how long to wait for processes that hold the port to hand it over
+    std::string state_dir = "/run/softverbs-hostd";  // where leases and claims outlive a restart ("": nowhere)
     ClaimTable::Limits claims;
   };
   explicit Service(Options o);
@@ -57,6 +60,8 @@ class Service {
   // Serves until `*stop` is set (by a signal).
   void run(volatile int* stop);
   const Counters& counters() const { return n_; }
+  // Who holds which slot and CM key, for the next service (load_state).
+  void save_state() const;
 
  private:
   struct Client {
@@ -68,6 +73,7 @@ class Service {
     // vouched for in the attestation table: [0] IPv4, [1] IPv6.
     int attested[2] = {-1, -1};
     uint16_t attested_port[2] = {0, 0};
+    uint32_t channels = 0;  // ring pairs to other slots (open_channel)
   };
 
   void watch(int fd);
@@ -77,10 +83,22 @@ class Service {
   void drop_client(int fd);
   void lease(int fd, Client& c, const uint8_t* bytes, size_t n);
   bool send_sockets(int fd, uint32_t slot, bool members_too, bool steered);
-  void attest(int fd, Client& c, const uint8_t* bytes, size_t n, const int* fds, int count);
-  bool vouch(Client& c, int send4, int send6, AttestReply* rep);
-  void rejoin(int fd, Client& c, const uint8_t* bytes, size_t n, const int* fds, int count);
+  void attest(int fd, Client& c, const uint8_t* bytes, size_t n, int* fds, int count);
+  bool vouch(Client& c, int* send4, int* send6, AttestReply* rep);
+  void rejoin(int fd, Client& c, const uint8_t* bytes, size_t n, int* fds, int count);
   void forget_attested(Client& c);
+  void linger_attested(Client& c);
+  void end_lingering(uint64_t now_ns);
+  int wait_ms() const;
+  void open_channel(int fd, Client& c, const uint8_t* bytes, size_t n);
+  bool send_channel(int fd, const Client& peer, int ring_out, int ring_in, int bell_out, int bell_in);
+  void close_channels_of(const Client& c);
+  void notify_closed(uint32_t to_slot, uint32_t closed_slot);
+  void retry_closes();
+  bool may_lease(uint32_t slot, const Client& c, uint32_t* holder) const;
+  void take_lease(int fd, Client& c, uint32_t slot);
+  bool in_our_namespace(int fd) const;
+  void load_state();
   void claim(int fd, const Client& c, const uint8_t* bytes, size_t n, bool release);
   void network_up(int fd, Client& c);
   void receive_datagrams(int fd);
@@ -111,6 +129,32 @@ class Service {
   // MADs go to the claimant's process, else to another of its user's.
   std::unordered_map<pid_t, int> network_by_pid_;
   std::unordered_map<uint32_t, std::unordered_set<int>> network_by_uid_;
+  std::set<std::pair<uint32_t, uint32_t>> channel_pairs_;  // (lower slot, higher slot)
+  struct PendingClose {
+    uint32_t to_slot, closed_slot;
+  };
+  std::vector<PendingClose> pending_closes_;  // kChannelClosed notices a full queue refused
+  // The ports of processes that left, still held and vouched for a while
+  // (kPortLingerNs): their last datagrams may still wait in a receiver's
+  // socket queue (the ACK of a ping-pong's last message, sent as its
+  // process exits), and were sent by that process.
+  struct Lingering {
+    int fd;
+    int family;
+    uint16_t port;
+    uint64_t until_ns;
+  };
+  std::vector<Lingering> lingering_;
+  // Slots (and CM keys) a previous service had leased (its state file):
+  // kept for their processes' return for a while (kRestartGraceNs).
+  struct Reserved {
+    uint32_t uid = 0;
+    pid_t pid = 0;
+    uint64_t until_ns = 0;
+  };
+  Reserved reserved_[shm::kMaxProcs];
+  std::unordered_map<std::string, Reserved> reserved_claims_;
+  uint64_t netns_cookie_ = 0;
   std::vector<uint8_t> inbox_;
   uint16_t stamp_ = 0;  // while routing a process's datagram: its leased slot
   Counters n_;

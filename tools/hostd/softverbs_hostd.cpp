@@ -20,7 +20,7 @@ void on_signal(int) { g_stop = 1; }
 
 int usage() {
   std::fprintf(stderr,
-               "usage: softverbs-hostd [-v] [--max-connections N] [--no-steering]\n"
+               "usage: softverbs-hostd [-v] [--max-connections N] [--no-steering] [--state-dir DIR]\n"
                "The softverbs host service for this network namespace: owns UDP port %u, leases QP number\n"
                "ranges host-wide and hands each RoCEv2 packet to the process whose QP it is for. Run it as root\n"
                "(or as the uid set in users' SOFTVERBS_HOSTD_UID) before users start RDMA programs.\n"
@@ -28,7 +28,9 @@ int usage() {
                "  --max-connections N    at most N connections (default: what the file limit leaves);\n"
                "                         no user gets more than half, or an equal share of them\n"
                "  --no-steering          hand every datagram on through the service, even where the kernel\n"
-               "                         could steer them to processes (a BPF program, as root)\n",
+               "                         could steer them to processes (a BPF program, as root)\n"
+               "  --state-dir DIR        where leases and CM claims outlive a restart (default\n"
+               "                         /run/softverbs-hostd; \"\": nowhere)\n",
                sv::net::kRoceUdpPort);
   return 2;
 }
@@ -40,6 +42,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "-v") || !std::strcmp(argv[i], "--verbose")) {
       opt.verbose = true;
+    } else if (!std::strcmp(argv[i], "--state-dir") && i + 1 < argc) {
+      opt.state_dir = argv[++i];
     } else if (!std::strcmp(argv[i], "--no-steering")) {
       opt.steer = false;
     } else if (!std::strcmp(argv[i], "--max-connections") && i + 1 < argc) {
@@ -61,6 +65,7 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "softverbs-hostd: serving UDP port %u and @%s in this network namespace\n",
                sv::net::kRoceUdpPort, sv::kHostServiceSocket);
   s.run(&g_stop);
+  s.save_state();
   const sv::hostd::Counters& n = s.counters();
   std::fprintf(stderr,
                "softverbs-hostd: stopped; %llu datagrams forwarded, %llu for no leased QP, %llu lost to a full "
