@@ -23,7 +23,7 @@ packages=(
   openmpi-bin libopenmpi-dev mpich libmpich-dev  # MPI over softverbs (tests/middleware), mpicc for our MPI programs
   netpipe-openmpi netpipe-mpich2        # an MPI program nobody here wrote (NetPIPE), unmodified
   iperf3 qperf sockperf                 # the kernel's TCP and UDP on the RoCE benchmark's link
-  qemu-system-x86 busybox-static cpio kmod  # a qemu guest running Linux rxe, the interop peer (e2e_rxe_*, tests/e2e/rxe_guest.sh)
+  qemu-system-x86 busybox-static cpio kmod  # a qemu guest running Linux rxe, the interop peer (e2e_rxe_interop, tests/e2e/rxe_guest.sh)
 )
 export DEBIAN_FRONTEND=noninteractive
 as_root apt-get update -qq

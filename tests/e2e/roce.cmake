@@ -83,29 +83,29 @@ roce_netns_test(rc_pingpong_self_pcap --self-pcap pingpong ibv_rc_pingpong -n 10
 roce_netns_test(ib_read_lat_self_pcap --self-pcap perftest ib_read_lat -n 50)
 # Interop with the Linux soft-RoCE driver (rxe) in a qemu guest (TCG; the
 # guest is built once by rxe_guest.sh from Debian's kernel package and cached
-# under ~/.cache/softverbs-rxe): Debian's pingpong tools, softverbs on this
-# host through our libibverbs, rxe in the guest through Debian's libibverbs,
-# inside a network namespace the test creates (bridge + tap). Both ends as
-# server and as client; the link is captured and every ICRC recomputed.
+# under ~/.cache/softverbs-rxe): Debian's pingpong tools and rping, softverbs
+# on this host through our libibverbs, rxe in the guest through Debian's
+# libibverbs, inside a network namespace the test creates (bridge + tap).
+# Both ends as server and as client, each step in turn in one boot of the
+# guest (a boot under TCG took ~15 s of the ~25 s each step took as a test
+# of its own); the link is captured and every ICRC recomputed. Steps:
+# KIND:ROLE:ARGS (rxe_interop.sh). rxe's port MTU on a 1500-byte link is
+# 1024, and ibv_ud_pingpong refuses a larger size. 64 KiB messages: 64
+# packets each way per iteration (segmentation, AckReq every 16, coalesced
+# ACKs). rping over rdma_cm: the guest's kernel IB CM and our librdmacm
+# exchange REQ/REP/RTU/DREQ/DREP as CM MADs on QP1, then RDMA READ/WRITE/SEND.
 # Skipped (77) only without network namespaces, qemu or a tap device, or when
 # the guest cannot be built here (no busybox-static or Debian archive).
-function(rxe_interop_test name)
-  add_test(NAME e2e_rxe_${name} COMMAND ${CMAKE_CURRENT_LIST_DIR}/rxe_interop.sh ${ARGN})
-  # (They queue for one CPU (RESOURCE_LOCK), ~25 s each under TCG: COST starts
-  # them first, beside the unit tests, instead of late, where every guest
-  # holds back the tests that need both CPUs. ctest orders by COST when it
-  # has no timings yet, as in CI's fresh clone.)
-  set_tests_properties(e2e_rxe_${name} PROPERTIES LABELS "e2e;roce;interop" TIMEOUT 300 SKIP_RETURN_CODE 77
-                       RESOURCE_LOCK rxe_guest_cpu COST 1000
-                       ENVIRONMENT "LD_LIBRARY_PATH=${PROJECT_BINARY_DIR}/lib")
-endfunction()
-rxe_interop_test(rc_softverbs_server rc softverbs-server -n 100 -c)
-rxe_interop_test(rc_softverbs_client rc softverbs-client -n 100 -c)
-# rxe's port MTU on a 1500-byte link is 1024, and ibv_ud_pingpong refuses a larger size.
-rxe_interop_test(ud_softverbs_server ud softverbs-server -n 100 -s 1024 -c)
-rxe_interop_test(ud_softverbs_client ud softverbs-client -n 100 -s 1024 -c)
-# 64 KiB messages: 64 packets each way per iteration (segmentation, AckReq every 16, coalesced ACKs).
-rxe_interop_test(rc_64k_softverbs_client rc softverbs-client -n 50 -s 65536 -c)
+add_test(NAME e2e_rxe_interop COMMAND ${CMAKE_CURRENT_LIST_DIR}/rxe_interop.sh
+         rc:softverbs-server:-n,100,-c rc:softverbs-client:-n,100,-c
+         ud:softverbs-server:-n,100,-s,1024,-c ud:softverbs-client:-n,100,-s,1024,-c
+         rc:softverbs-client:-n,50,-s,65536,-c
+         rping:softverbs-server:-C,10,-v rping:softverbs-client:-C,10,-v)
+# (COST starts it first, beside the unit tests, instead of late, where its
+# guest would hold back the tests that need both CPUs. ctest orders by COST
+# when it has no timings yet, as in CI's fresh clone.)
+set_tests_properties(e2e_rxe_interop PROPERTIES LABELS "e2e;roce;interop" TIMEOUT 400 SKIP_RETURN_CODE 77 COST 1000
+                     ENVIRONMENT "LD_LIBRARY_PATH=${PROJECT_BINARY_DIR}/lib")
 
 # The connection manager between the two hosts: IB CM MADs on QP1 (REQ, REP,
 # RTU, DREQ, DREP; SIDR for UD), Debian's rdmacm-utils and perftest -R
@@ -169,10 +169,6 @@ roce_cm_test(rstream_64k cm "rstream -S 65536 -C 20 -T v" "rstream -s @A -S 6553
 # (invalid service ID), as Linux's does (a listener on another port keeps a
 # softverbs process, hence a CM, in host A).
 roce_cm_test(rejected FAILS cm "rping -s -a @A -p 7000 -C 1" "rping -c -a @A -p 7001 -C 1" "REJECTED")
-# rping over rdma_cm: the guest's kernel IB CM and our librdmacm exchange
-# REQ/REP/RTU/DREQ/DREP as CM MADs on QP1, then RDMA READ/WRITE/SEND.
-rxe_interop_test(rping_softverbs_server rping softverbs-server -C 10 -v)
-rxe_interop_test(rping_softverbs_client rping softverbs-client -C 10 -v)
 
 # Forged requests (repeated READs of any length, bad rkeys, another
 # transport's opcodes) against a live RC pair: it finishes, nothing grows.

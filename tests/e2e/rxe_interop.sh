@@ -1,37 +1,45 @@
 #!/usr/bin/env bash
 # Interop with the Linux soft-RoCE driver (rxe): softverbs on this host, rxe
 # in a qemu guest (rxe_guest.sh builds and caches it), both running Debian's
-# unmodified pingpong tools; softverbs' side through our libibverbs
-# (LD_LIBRARY_PATH), the guest's through Debian's libibverbs and rxe provider.
-#   rxe_interop.sh rc|ud|rping softverbs-server|softverbs-client [TOOL ARGS (both sides)...]
+# unmodified pingpong tools and rping; softverbs' side through our
+# libibverbs (LD_LIBRARY_PATH), the guest's through Debian's libibverbs and
+# rxe provider. One boot of the guest runs every step, one after another:
+#   rxe_interop.sh STEP...     STEP: KIND:ROLE[:ARGS]
+#     KIND rc|ud|rping; ROLE softverbs-server|softverbs-client; ARGS the
+#     tool's (both sides), commas for spaces: rc:softverbs-client:-n,100,-c
 # rc, ud: ibv_rc_pingpong / ibv_ud_pingpong -g (both must print "iters in");
 # rping: rping -s/-c -a over rdma_cm, the guest's the kernel's IB CM, ours
 # librdmacm's (CM MADs on QP1 both ways; both must exit 0).
 # Everything runs in a network namespace created here and deleted on exit:
 # a bridge br0 with 10.94.0.1/24 (softverbs' side) and the tap of the guest
-# (10.94.0.2), so no packet reaches a real network. Both tools must exit 0
-# and print "iters in". tshark (when installed) captures tap0, the guest's
-# wire (br0 would show our UDP GSO sends before the kernel cuts them); the RoCEv2
-# packets are listed, checked for malformed ones, and each ICRC recomputed.
+# (10.94.0.2), so no packet reaches a real network. tshark (when installed)
+# captures tap0, the guest's wire (br0 would show our UDP GSO sends before
+# the kernel cuts them); the RoCEv2 packets are listed, checked for
+# malformed ones, and each ICRC recomputed. The host and the guest keep in
+# step over the guest's console: it says "LISTENING k" (its server is up)
+# or "WAITING k" (its client waits for our "GO k", written to its console
+# once our server is up), and "STEP k RESULT exit=N".
 # Environment:
 #   SOFTVERBS_RXE_ACCEL     qemu accelerator (default tcg)
 #   SOFTVERBS_RXE_ARTIFACTS a directory that receives the guest's console log,
-#                           our tool's output and the capture (always)
+#                           our tools' output and the capture (always)
 #   SOFTVERBS_LOG           passed to our side (e.g. debug)
 # Exit 77 only when this machine cannot run the test at all: no network
 # namespaces (not root), no qemu, no tap device, or the guest cannot be built
 # here (rxe_guest.sh's 77: busybox-static or Debian's archive missing).
 set -u
-kind=${1:-} role=${2:-}
-shift 2 || { echo "usage: $0 rc|ud softverbs-server|softverbs-client [ARGS...]"; exit 2; }
-case $kind in rc | ud | rping) ;; *) echo "unknown kind $kind"; exit 2 ;; esac
-case $role in softverbs-server | softverbs-client) ;; *) echo "unknown role $role"; exit 2 ;; esac
-tool=ibv_${kind}_pingpong
-[[ $kind == rping ]] && tool=rping
-args=("$@")
+(($#)) || { echo "usage: $0 KIND:ROLE[:ARGS]..."; exit 2; }
+steps=("$@")
+for st in "${steps[@]}"; do
+  IFS=: read -r kind role _ <<<"$st"
+  case $kind in rc | ud | rping) ;; *) echo "unknown kind in $st"; exit 2 ;; esac
+  case $role in softverbs-server | softverbs-client) ;; *) echo "unknown role in $st"; exit 2 ;; esac
+  tool=ibv_${kind}_pingpong
+  [[ $kind == rping ]] && tool=rping
+  done
 here=$(cd "$(dirname "$0")" && pwd)
 accel=${SOFTVERBS_RXE_ACCEL:-tcg}
-host_ip=10.94.0.1 guest_ip=10.94.0.2 port=18515
+host_ip=10.94.0.1 guest_ip=10.94.0.2
 t0=$(date +%s.%N)
 elapsed() { awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f s", b - a }'; }
 
@@ -85,49 +93,94 @@ if command -v tshark >/dev/null; then
   for _ in $(seq 100); do grep -q "Capturing on" "$work/tshark.err" && break; sleep 0.1; done
 fi
 
-guest_role=client
-[[ $role == softverbs-client ]] && guest_role=server
-append="console=ttyS0 quiet panic=-1 sv_role=$guest_role sv_tool=$tool sv_ip=$guest_ip sv_peer=$host_ip sv_gid=auto sv_timeout=120"
-((${#args[@]})) && append+=" sv_args=$(IFS=,; echo "${args[*]}")"
+# The guest's plan: its side of each step.
+plan=""
+for st in "${steps[@]}"; do
+  IFS=: read -r kind role args <<<"$st"
+  tool=ibv_${kind}_pingpong
+  [[ $kind == rping ]] && tool=rping
+  guest_role=client
+  [[ $role == softverbs-client ]] && guest_role=server
+  plan+="${plan:++}$guest_role/$tool/$args"
+done
+append="console=ttyS0 quiet panic=-1 sv_ip=$guest_ip sv_peer=$host_ip sv_gid=auto sv_timeout=60 sv_plan=$plan"
 
-run_host() {  # our side, in the namespace; its output in $work/softverbs.log
+mkfifo "$work/console"
+exec 8<>"$work/console"  # the guest's console input: "GO k"
+# (qemu links libibverbs and librdmacm: Debian's, not ours, and no sanitizer runtime.)
+ip netns exec "$ns" env -u LD_LIBRARY_PATH -u LD_PRELOAD timeout 600 qemu-system-x86_64 -accel "$accel" -m 512 -smp 1 \
+  -nographic -no-reboot -kernel "${guest[0]}" -initrd "${guest[1]}" -append "$append" \
+  -netdev tap,id=n0,ifname=tap0,script=no,downscript=no -device e1000,netdev=n0,mac=52:54:00:94:00:02 \
+  <"$work/console" >"$work/guest.log" 2>&1 &
+qemu_pid=$!
+
+guest_says() {  # WORDS [SECONDS]: waits until the guest's console shows "SV-RXE: WORDS"; false if it never does
+  local i
+  for ((i = 0; i < ${2:-120} * 5; ++i)); do
+    tr -d '\r' <"$work/guest.log" | grep -q "^SV-RXE: $1" && return 0
+    kill -0 "$qemu_pid" 2>/dev/null || { tr -d '\r' <"$work/guest.log" | grep -q "^SV-RXE: $1"; return; }
+    sleep 0.2
+  done
+  return 1
+}
+run_host() {  # K KIND ARGS [PEER]: our side of step K, in the namespace; its output in $work/softverbs.K.log
+  local k=$1 kind=$2 port=$((18515 + $1)) side
+  local -a args
+  read -ra args <<<"${3//,/ }"
   if [[ $kind == rping ]]; then
-    local side=(-s -a "$host_ip")
-    [[ $# -gt 0 ]] && side=(-c -a "$1")
-    ip netns exec "$ns" timeout 180 rping "${side[@]}" "${args[@]}" >"$work/softverbs.log" 2>&1 &
+    side=(-s -a "$host_ip")
+    [[ -n ${4:-} ]] && side=(-c -a "$4")
+    ip netns exec "$ns" timeout 60 rping "${side[@]}" -p "$port" "${args[@]}" >"$work/softverbs.$k.log" 2>&1 &
   else
-    ip netns exec "$ns" timeout 180 "$tool" -g "$gid" -p "$port" "${args[@]}" "$@" >"$work/softverbs.log" 2>&1 &
+    ip netns exec "$ns" timeout 60 "ibv_${kind}_pingpong" -g "$gid" -p "$port" "${args[@]}" ${4:+"$4"} \
+      >"$work/softverbs.$k.log" 2>&1 &
   fi
   host_pid=$!
 }
-run_guest() {
-  # (qemu links libibverbs and librdmacm: Debian's, not ours, and no sanitizer runtime.)
-  ip netns exec "$ns" env -u LD_LIBRARY_PATH -u LD_PRELOAD timeout 240 qemu-system-x86_64 -accel "$accel" -m 512 -smp 1 -nographic -no-reboot \
-    -kernel "${guest[0]}" -initrd "${guest[1]}" -append "$append" \
-    -netdev tap,id=n0,ifname=tap0,script=no,downscript=no -device e1000,netdev=n0,mac=52:54:00:94:00:02 \
-    </dev/null >"$work/guest.log" 2>&1 &
-  qemu_pid=$!
-}
 
-if [[ $role == softverbs-server ]]; then
-  run_host
-  sleep 0.5
-  run_guest
-else
-  run_guest
-  # Debian's pingpong server takes one connection: wait for the guest's word, not a probe.
-  while ! grep -qs "SV-RXE: LISTENING" "$work/guest.log" && kill -0 "$qemu_pid" 2>/dev/null; do sleep 0.2; done
-  echo "guest server listening after $(elapsed)"
-  run_host "$guest_ip"
-fi
-# A guest that ends first (it failed to boot or its tool failed) leaves our
-# server waiting for a connection: 15 s of grace, then it is stopped.
-while kill -0 "$host_pid" 2>/dev/null && kill -0 "$qemu_pid" 2>/dev/null; do sleep 0.2; done
-for _ in $(seq 75); do kill -0 "$host_pid" 2>/dev/null || break; sleep 0.2; done
-kill -0 "$host_pid" 2>/dev/null && { echo "the guest is gone; stopping our $tool"; kill "$host_pid"; }
-wait "$host_pid"; host_rc=$?
-host_pid=""
-echo "softverbs' $tool exited $host_rc after $(elapsed)"
+failed=()
+k=0
+for st in "${steps[@]}"; do
+  k=$((k + 1))
+  IFS=: read -r kind role args <<<"$st"
+  port=$((18515 + k))
+  if [[ $role == softverbs-server ]]; then
+    guest_says "WAITING $k" || { echo "step $k ($st): the guest never got to it"; failed+=("$st"); break; }
+    run_host $k "$kind" "$args"
+    # Our server listens (ibv_*_pingpong: its TCP port; rping: at once).
+    for _ in $(seq 100); do
+      [[ $kind == rping ]] && { sleep 0.5; break; }
+      ip netns exec "$ns" ss -ltn 2>/dev/null | grep -q ":$port " && break
+      sleep 0.1
+    done
+    echo "GO $k" >&8
+  else
+    guest_says "LISTENING $k" || { echo "step $k ($st): the guest's server never listened"; failed+=("$st"); break; }
+    run_host $k "$kind" "$args" "$guest_ip"
+  fi
+  # A guest whose side ends first leaves our server waiting: it has the
+  # tool's 60 s, then is stopped.
+  guest_says "STEP $k RESULT" 90
+  for _ in $(seq 75); do kill -0 "$host_pid" 2>/dev/null || break; sleep 0.2; done
+  kill -0 "$host_pid" 2>/dev/null && { echo "step $k: the guest's side is done; stopping ours"; kill "$host_pid"; }
+  wait "$host_pid"; host_rc=$?
+  host_pid=""
+  guest_rc=$(tr -d '\r' <"$work/guest.log" | sed -nE "s/^SV-RXE: STEP $k RESULT exit=([0-9]+).*/\1/p" | tail -1)
+  # The guest tool's own output: between the step's BEGIN and RESULT lines.
+  tr -d '\r' <"$work/guest.log" | sed -n "/^SV-RXE: STEP $k BEGIN/,/^SV-RXE: STEP $k RESULT/p" >"$work/guest.$k.log"
+  done_word="iters in"
+  [[ $kind == rping ]] && done_word="STEP $k RESULT exit=0"  # rping prints nothing on success without -v
+  ok=1
+  [[ $host_rc == 0 ]] && { [[ $kind == rping ]] || grep -q "$done_word" "$work/softverbs.$k.log"; } || ok=0
+  [[ $guest_rc == 0 ]] && grep -q "$done_word" "$work/guest.$k.log" || ok=0
+  echo "=== step $k, $st: softverbs exit $host_rc, rxe exit ${guest_rc:-none}: $( ((ok)) && echo ok || echo FAILED) ($(elapsed))"
+  grep -E "iters in|bytes in|local address|remote address|Failed|failed|error|Couldn't" "$work/guest.$k.log" | sed 's/^/  rxe: /' | head -12
+  sed 's/^/  softverbs: /' "$work/softverbs.$k.log" | head -20
+  ((ok)) || failed+=("$st")
+done
+exec 8>&-
+for _ in $(seq 150); do kill -0 "$qemu_pid" 2>/dev/null || break; sleep 0.2; done
+kill "$qemu_pid" 2>/dev/null
 wait "$qemu_pid"; qemu_rc=$?
 qemu_pid=""
 echo "guest finished (qemu $qemu_rc) after $(elapsed)"
@@ -144,15 +197,11 @@ if [[ -n ${cap_pid:-} ]]; then
 fi
 
 echo "--- guest (rxe)"
-grep -E "SV-RXE|iters in|bytes in|Mbit|local address|remote address|Failed|failed|error|Couldn't" "$work/guest.txt" | grep -v "^SV-RXE: devinfo" | head -60
-echo "--- softverbs"
-cat "$work/softverbs.log"
+grep -E "^SV-RXE" "$work/guest.txt" | grep -v "^SV-RXE: devinfo" | head -60
 
 ok=1
-done_word="iters in"
-[[ $kind == rping ]] && done_word="RESULT exit=0"  # rping prints nothing on success without -v
-[[ $host_rc == 0 ]] && { [[ $kind == rping ]] || grep -q "$done_word" "$work/softverbs.log"; } || ok=0
-[[ $guest_rc == 0 ]] && grep -q "$done_word" "$work/guest.txt" || ok=0
+((${#failed[@]} == 0)) || ok=0
+[[ ${guest_rc:-} == 0 ]] || ok=0
 
 if [[ -s $work/br0.pcap ]]; then
   ts() { env -u LD_PRELOAD -u LD_LIBRARY_PATH tshark -r "$work/br0.pcap" --disable-heuristic rpcrdma_infiniband "$@" 2>/dev/null; }
@@ -215,7 +264,7 @@ fi
 
 echo "total $(elapsed)"
 if ((!ok)); then
-  echo "FAILED: softverbs exit $host_rc, rxe guest exit ${guest_rc:-none} (qemu $qemu_rc)"
+  echo "FAILED: ${failed[*]:-the capture or the guest} (rxe guest exit ${guest_rc:-none}, qemu $qemu_rc)"
   echo "--- guest console (whole)"
   cat "$work/guest.txt"
   keep=1
