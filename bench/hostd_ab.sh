@@ -5,9 +5,10 @@
 # kernel steering datagrams to processes (tools/hostd/kernel_steering.h),
 # and against the service handing every datagram on itself
 # (--no-steering, where BPF is refused); and on one host with the service,
-# two users' processes (RoCEv2 over loopback, the sender vouched for by its
-# port) against one user's network path between the namespaces and one
-# user's two processes (shared memory). Alternating, ROUNDS rounds; prints
+# two users' processes (RoCEv2 datagrams through the shared-memory rings
+# the service sets up between them, shm/peer_ring.h) against one user's
+# network path between the namespaces and one user's two processes (shared
+# memory). Alternating, ROUNDS rounds; prints
 # Markdown tables of medians and of the medians of per-round ratios.
 #   bench/hostd_ab.sh [BUILD_DIR] [ROUNDS]
 # Needs root (namespaces, the service, and user nobody for the second user).
@@ -83,7 +84,7 @@ print(f"| ib_write_lat -s 8, us | {med(ld):.2f} | {med(lh):.2f} | {ratio(lh, ld)
 print()
 print("Two users of one host (nobody's server, root's client) with the service, against one user:")
 print()
-print("| figure | two users, kernel steering | two users, service forwarding | one user's network path (between the hosts, no service) | one user, shared memory |")
+print("| figure | two users, rings (kernel steering) | two users, rings (service forwarding) | one user's network path (between the hosts, no service) | one user, shared memory |")
 print("|---|---|---|---|---|")
 print(f"| ib_write_bw -s 1M, MB/s | {med(bu):.0f} | {med(buf):.0f} | {med(bd):.0f} | {med(bs):.0f} |")
 print(f"| ib_write_lat -s 8, us | {med(lu):.2f} ({ratio(lu, ld):.2f}x the network path) | {med(luf):.2f} ({ratio(luf, ld):.2f}x) | {med(ld):.2f} | {med(ls):.2f} |")

@@ -123,7 +123,7 @@ void set_icrc_ip_id(uint8_t* at, size_t len, uint16_t id) {
 }
 
 size_t build_datagram(const DatagramAddrs& a, const RocePacket& pkt, const uint8_t* payload, size_t len,
-                      uint8_t* buf) {
+                      uint8_t* buf, bool icrc) {
   const OpcodeInfo* info = opcode_info(pkt.bth.opcode);
   if (!info) return 0;
   uint8_t* at = buf + kDatagramHeadroom;
@@ -135,7 +135,7 @@ size_t build_datagram(const DatagramAddrs& a, const RocePacket& pkt, const uint8
   n += len;
   std::memset(at + n, 0, p.bth.pad);
   n += p.bth.pad;
-  put_datagram_icrc(a, buf, n + kIcrcBytes);
+  if (icrc) put_datagram_icrc(a, buf, n + kIcrcBytes);
   return n + kIcrcBytes;
 }
 

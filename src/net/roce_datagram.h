@@ -28,9 +28,11 @@ struct DatagramAddrs {
 // returns its length (ICRC included), or 0 for an unknown opcode. `buf`
 // holds kDatagramHeadroom + kDatagramOverhead + len bytes. The ICRC is
 // computed for IPv4 with IP ID 0: what Linux sends on an unconnected socket
-// with DF set (IP_PMTUDISC_DO).
+// with DF set (IP_PMTUDISC_DO). Without `icrc`, the ICRC's 4 bytes are
+// left as they are: for a datagram that goes through memory, not a wire
+// (transport/roce_peer_channels.h), whose receiver does not check it.
 size_t build_datagram(const DatagramAddrs& a, const RocePacket& pkt, const uint8_t* payload, size_t len,
-                      uint8_t* buf);
+                      uint8_t* buf, bool icrc = true);
 
 // Writes the ICRC into the last 4 bytes of the `len`-byte datagram at
 // buf + kDatagramHeadroom, whatever the bytes before it (as build_datagram

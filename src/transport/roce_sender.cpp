@@ -60,9 +60,13 @@ void Engine::transmit(Stream stream, uint32_t local_qpn, const in6_addr& src, co
   a.dst_ip = dst;
   a.src_port = wire_.source_port(dst);
   a.dst_port = kRoceUdpPort;
-  size_t n = build_datagram(a, pkt, payload, len, buf.data());
+  // (Into a ring: memory, not a wire, and its receiver checks no ICRC.
+  // Two users' ib_write_bw -s 1M went 1.11x as fast without it.)
+  const bool unsealed = wire_.through_memory(dst, pkt.bth.dest_qp);
+  size_t n = build_datagram(a, pkt, payload, len, buf.data(), !unsealed);
   if (!n) return;
-  b.datagrams.push_back(OutDatagram{src, dst, kRoceUdpPort, traffic_class, buf.data() + kDatagramHeadroom, n});
+  b.datagrams.push_back(
+      OutDatagram{src, dst, kRoceUdpPort, traffic_class, buf.data() + kDatagramHeadroom, n, unsealed});
   b.qpns.push_back(local_qpn);
   Capture& cap = Capture::get();
   if (__builtin_expect(cap.enabled(), 0)) cap.packet(src, dst, a.src_port, a.dst_port, traffic_class, pkt, payload, len);

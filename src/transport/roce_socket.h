@@ -24,6 +24,9 @@ struct OutDatagram {
   uint8_t traffic_class = 0;
   uint8_t* data = nullptr;  // writable: a GSO segment's ICRC is patched for its IP ID
   size_t len = 0;
+  // Built without its ICRC, for a ring (Wire::through_memory); kDatagramHeadroom
+  // bytes before `data` are ours, to seal it if it goes by UDP after all.
+  bool unsealed = false;
 };
 
 struct DatagramInfo {

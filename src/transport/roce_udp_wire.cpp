@@ -9,6 +9,25 @@
 
 namespace sv::roce {
 
+// A datagram built for a ring that goes by UDP after all (its rings closed
+// in between): its ICRC now, or the receiver drops it.
+void UdpWire::seal(OutDatagram& d) const {
+  if (!d.unsealed) return;
+  net::DatagramAddrs a;
+  a.src_ip = d.src;
+  a.dst_ip = d.dst;
+  a.src_port = sock.source_port(d.dst);
+  a.dst_port = d.dst_port;
+  net::put_datagram_icrc(a, d.data - net::kDatagramHeadroom, d.len);
+  d.unsealed = false;
+}
+
+bool UdpWire::through_memory(const in6_addr& dst, uint32_t dest_qpn) const {
+  if (!attestation.load(std::memory_order_acquire)) return false;
+  const uint32_t peer = (dest_qpn >> 16) & 0xff;  // (the DestQP byte hostd::kDestQpSlotByte is)
+  return peer && peer != own_slot.load(std::memory_order_relaxed) && channels.open_to(peer) && is_local_address(dst);
+}
+
 void UdpWire::send(OutDatagram* d, size_t count) {
   if (!attestation.load(std::memory_order_acquire)) {  // (no service: no rings)
     sock.send_many(d, count);
@@ -18,10 +37,14 @@ void UdpWire::send(OutDatagram* d, size_t count) {
   size_t run = 0;  // d[run..i) go by UDP
   for (size_t i = 0; i < count; ++i) {
     const uint32_t peer = d[i].len > hostd::kDestQpSlotByte ? d[i].data[hostd::kDestQpSlotByte] : 0;
-    if (!peer || peer == ours || !is_local_address(d[i].dst)) continue;  // another host's, or ours
+    if (!peer || peer == ours || !is_local_address(d[i].dst)) {  // another host's, or ours
+      seal(d[i]);
+      continue;
+    }
     if (!channels.put(peer, d[i], sock.source_port(d[i].dst))) {
       if (channels.note_asked(peer))
         if (shm::HostService* svc = service.load(std::memory_order_acquire)) svc->request_channel(peer);
+      seal(d[i]);
       continue;  // by UDP until the rings come
     }
     if (i > run) sock.send_many(d + run, i - run);

@@ -43,6 +43,10 @@ class UdpWire final : public Wire {
   uint32_t link_mtu(const in6_addr& dst, const in6_addr& src) override { return link_ib_mtu(dst, src); }
   uint64_t now_ns() const override;
   bool wake_at(uint64_t due_ns) override;
+  bool through_memory(const in6_addr& dst, uint32_t dest_qpn) const override;
+
+ private:
+  void seal(OutDatagram& d) const;
 };
 
 }  // namespace sv::roce

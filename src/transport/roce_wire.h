@@ -37,6 +37,9 @@ class Wire {
   // Asks for Engine::on_timers() at `due_ns` (on now_ns()'s clock) or soon
   // after; false when no alarm could be set.
   virtual bool wake_at(uint64_t due_ns) = 0;
+  // Whether datagrams to `dst`'s QP `dest_qpn` go through memory (a ring to
+  // another process of this host), where no ICRC is computed or checked.
+  virtual bool through_memory(const in6_addr& dst, uint32_t dest_qpn) const { return false; }
 };
 
 }  // namespace sv::roce
