@@ -19,16 +19,7 @@ set -u
 hostd=${1:?softverbs-hostd} inject=${2:?hostd_inject}
 . "$(dirname "$0")/hostd_host.sh"
 need_users || exit
-a=svfA$$ b=svfB$$ va=svfa$$ vb=svfb$$
-out=$(mktemp -d)
-chmod 777 "$out"
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; ip netns del "$a" 2>/dev/null; ip netns del "$b" 2>/dev/null; rm -rf "$out"; }
-trap cleanup EXIT
-. "$(dirname "$0")/two_hosts.sh"
-make_two_hosts 10.98.3 || exit
-ga=$(gid_of "$a" ::ffff:10.98.3.1) gb=$(gid_of "$b" ::ffff:10.98.3.2)
-[[ -n $ga && -n $gb ]] || { echo "no GID for the veth addresses"; exit 1; }
+make_service_hosts f 10.98.3 || exit
 cp "$inject" "$out/inject" && chmod 755 "$out/inject"
 mkdir -m 700 "$out/rt-a" "$out/rt-b" || exit 1
 declare -A service_of

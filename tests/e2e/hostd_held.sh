@@ -19,16 +19,7 @@ set -u
 hostd=${1:?softverbs-hostd} probe=${2:?hostd_probe} inject=${3:?hostd_inject}
 . "$(dirname "$0")/hostd_host.sh"
 need_users || exit
-a=svkA$$ b=svkB$$ va=svka$$ vb=svkb$$
-out=$(mktemp -d)
-chmod 777 "$out"
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; ip netns del "$a" 2>/dev/null; ip netns del "$b" 2>/dev/null; rm -rf "$out"; }
-trap cleanup EXIT
-. "$(dirname "$0")/two_hosts.sh"
-make_two_hosts 10.98.4 || exit
-ga=$(gid_of "$a" ::ffff:10.98.4.1)
-[[ -n $ga ]] || { echo "no GID for 10.98.4.1"; exit 1; }
+make_service_hosts k 10.98.4 || exit
 cp "$probe" "$out/probe" && cp "$inject" "$out/inject" && chmod 755 "$out/probe" "$out/inject"
 mkdir -m 700 "$out/rt-root" "$out/rt-nobody" && chown nobody "$out/rt-nobody" || exit 1
 n=$a start_service "$out/hostd" || exit 1

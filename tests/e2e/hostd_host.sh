@@ -9,7 +9,12 @@
 #                                  (soft and hard)
 #   as_nobody / as_daemon          command prefixes (after `ip netns exec $n`)
 #   cpu_ticks PID                  user+system clock ticks the process used
-# The caller sets $n, $out (a 0777 directory) and a trap that kills
+#   make_service_hosts TAG PREFIX || exit
+#                                  two hosts instead (two_hosts.sh): namespaces
+#                                  $a, $b on a veth (PREFIX.1, PREFIX.2), their
+#                                  GID indexes $ga, $gb, $out, $pids and the
+#                                  trap that cleans up; TAG names them
+# Otherwise the caller sets $n, $out (a 0777 directory) and a trap that kills
 # "${pids[@]}", deletes $n and removes $out.
 . "$(dirname "${BASH_SOURCE[0]}")/as_nobody.sh"
 as_daemon=(setpriv --reuid=daemon --regid=daemon --clear-groups)
@@ -44,3 +49,17 @@ start_service() {
 }
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+
+make_service_hosts() {
+  local tag=$1 prefix=$2
+  a=sv${tag}A$$ b=sv${tag}B$$ va=sv${tag}a$$ vb=sv${tag}b$$
+  out=$(mktemp -d)
+  chmod 777 "$out"
+  pids=()
+  cleanup() { kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; ip netns del "$a" 2>/dev/null; ip netns del "$b" 2>/dev/null; rm -rf "$out"; }
+  trap cleanup EXIT
+  . "$(dirname "${BASH_SOURCE[0]}")/two_hosts.sh"
+  make_two_hosts "$prefix" || return
+  ga=$(gid_of "$a" "::ffff:$prefix.1") gb=$(gid_of "$b" "::ffff:$prefix.2")
+  [[ -n $ga && -n $gb ]] || { echo "no GID for the veth addresses"; return 1; }
+}

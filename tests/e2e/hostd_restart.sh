@@ -22,16 +22,7 @@ set -u
 hostd=${1:?softverbs-hostd}
 . "$(dirname "$0")/hostd_host.sh"
 need_users || exit
-a=svrA$$ b=svrB$$ va=svra$$ vb=svrb$$
-out=$(mktemp -d)
-chmod 777 "$out"
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; ip netns del "$a" 2>/dev/null; ip netns del "$b" 2>/dev/null; rm -rf "$out"; }
-trap cleanup EXIT
-. "$(dirname "$0")/two_hosts.sh"
-make_two_hosts 10.98.5 || exit
-ga=$(gid_of "$a" ::ffff:10.98.5.1) gb=$(gid_of "$b" ::ffff:10.98.5.2)
-[[ -n $ga && -n $gb ]] || { echo "no GID for the veth addresses"; exit 1; }
+make_service_hosts r 10.98.5 || exit
 mkdir -m 700 "$out/rt-root" "$out/rt-nobody" && chown nobody "$out/rt-nobody" || exit 1
 export SOFTVERBS_LOG=info
 fail=0
