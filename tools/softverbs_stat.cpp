@@ -23,15 +23,6 @@ using namespace sv::roce;
 
 namespace {
 
-void print_block(const char* what, const CounterBlock& b, uint32_t count, bool all) {
-  std::printf("  %-10s", what);
-  for (uint32_t c = 0; c < count && c < kCounterCount; ++c) {
-    uint64_t v = b.v[c].load(std::memory_order_relaxed);
-    if (v || all) std::printf(" %s %llu", counter_name(c), static_cast<unsigned long long>(v));
-  }
-  std::printf("\n");
-}
-
 // Prints one process's file; false when it is not a live softverbs process.
 bool show(const std::string& path, bool all) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -49,13 +40,13 @@ bool show(const std::string& path, bool all) {
             (kill(static_cast<pid_t>(f->pid), 0) == 0 || errno == EPERM);
   if (ok) {
     std::printf("process %u\n", f->pid);
-    print_block("device", f->device, f->counters, all);
+    print_counters(stdout, "device", f->device, f->counters, all);
     for (const StatsQp& q : f->qps) {
       uint32_t qpn = q.qpn.load(std::memory_order_acquire);
       if (!qpn) continue;
       char name[32];
       std::snprintf(name, sizeof name, "QP %#x", qpn);
-      print_block(name, q.c, f->counters, all);
+      print_counters(stdout, name, q.c, f->counters, all);
     }
   }
   munmap(p, sizeof(StatsFile));

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "shm/runtime_dir.h"
+#include "util/knobs.h"
 #include "util/log.h"
 
 namespace sv::roce {
@@ -25,6 +26,15 @@ const char* counter_name(uint32_t c) {
       "steered_flows",  "answers_carried",    "answers_alone",      "app_receives",
       "thread_receives", "unattested",      "ring_datagrams"};
   return c < kCounterCount ? kNames[c] : "?";
+}
+
+void print_counters(FILE* out, const char* what, const CounterBlock& b, uint32_t count, bool all) {
+  std::fprintf(out, "  %-10s", what);
+  for (uint32_t c = 0; c < count && c < kCounterCount; ++c) {
+    uint64_t v = b.v[c].load(std::memory_order_relaxed);
+    if (v || all) std::fprintf(out, " %s %llu", counter_name(c), static_cast<unsigned long long>(v));
+  }
+  std::fprintf(out, "\n");
 }
 
 std::string stats_path(pid_t pid) {
@@ -81,10 +91,17 @@ void Counters::open() {
   // At exit only the name goes: the network thread may still count into
   // the mapping until the process is gone.
   static std::string* exit_path = nullptr;
+  static const StatsFile* exit_file = nullptr;
+  exit_file = file_;
   if (!exit_path) {
     exit_path = new std::string(path_);
     std::atexit([] {  // (a fork()ed child that never opened its own leaves the parent's alone)
-      if (*exit_path == stats_path(getpid())) unlink(exit_path->c_str());
+      if (*exit_path != stats_path(getpid())) return;
+      unlink(exit_path->c_str());
+      if (knobs().stat_at_exit) {
+        std::fprintf(stderr, "process %u at exit\n", exit_file->pid);
+        print_counters(stderr, "device", exit_file->device, kCounterCount, false);
+      }
     });
   } else {
     *exit_path = path_;
@@ -142,7 +159,14 @@ void Counters::add_device(Counter c, uint64_t n) {
 void Counters::forget(uint32_t qpn) {
   auto it = slots_.find(qpn);
   if (it == slots_.end()) return;
-  if (it->second) it->second->qpn.store(0, std::memory_order_release);
+  if (it->second) {
+    if (knobs().stat_at_exit) {
+      char what[32];
+      std::snprintf(what, sizeof what, "QP %#x", qpn);
+      print_counters(stderr, what, it->second->c, kCounterCount, false);
+    }
+    it->second->qpn.store(0, std::memory_order_release);
+  }
   if (last_slot_ == it->second) last_slot_ = nullptr;
   slots_.erase(it);
 }

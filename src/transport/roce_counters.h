@@ -5,9 +5,13 @@
 // (shm/runtime_dir.h), that a command-line tool (softverbs-stat,
 // tools/softverbs_stat.cpp) reads while the process runs, as `rdma
 // statistic` reads a NIC's; the file goes away when the process exits.
+// With SOFTVERBS_STAT_AT_EXIT=1 the same lines also go to stderr: a QP's as
+// it is destroyed, the device's at exit (a run may end between samples).
 #pragma once
 
 #include <sys/types.h>
+
+#include <cstdio>
 
 #include <atomic>
 #include <cstdint>
@@ -89,6 +93,10 @@ struct StatsFile : PrivateHeapObject {
 
 // The counters file of our process `pid`; "" when we have no runtime directory.
 std::string stats_path(pid_t pid);
+
+// One line of softverbs-stat: "  <what> name value ..." (every counter with
+// `all`, else those above 0). `count`: how many counters the block's writer knew.
+void print_counters(FILE* out, const char* what, const CounterBlock& b, uint32_t count, bool all);
 
 // The engine's side. Calls come under the engine's mu, except add_device
 // (atomic; after open()).

@@ -40,6 +40,10 @@ struct Knobs {
   bool use_host_service = true;      // SOFTVERBS_HOSTD=off (or 0): never use the host service (util/host_service_socket.h)
   uint32_t host_service_uid = 0;     // SOFTVERBS_HOSTD_UID: the uid the host service runs as besides root
   std::string pcap_prefix;           // SOFTVERBS_PCAP: write packets to <prefix>.<pid>.pcap ("": no capture)
+  // SOFTVERBS_STAT_AT_EXIT=1: a QP's RoCEv2 counters go to stderr when it is
+  // destroyed and the device's when the process exits (softverbs-stat's
+  // lines), for runs too short to be sampled (transport/roce_counters.h).
+  bool stat_at_exit = false;
 };
 
 // Parsed on first use; stable for the life of the process.

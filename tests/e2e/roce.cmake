@@ -21,7 +21,7 @@ endif()
 function(roce_netns_test name)
   add_test(NAME e2e_roce_${name} COMMAND ${CMAKE_CURRENT_LIST_DIR}/roce_netns.sh ${ARGN})
   set_tests_properties(e2e_roce_${name} PROPERTIES LABELS "e2e;roce" TIMEOUT 120 SKIP_RETURN_CODE 77
-                       ENVIRONMENT "LD_LIBRARY_PATH=${PROJECT_BINARY_DIR}/lib;SOFTVERBS_STAT=$<TARGET_FILE:softverbs_stat>${impair_queue_env}")
+                       ENVIRONMENT "LD_LIBRARY_PATH=${PROJECT_BINARY_DIR}/lib${impair_queue_env}")
 endfunction()
 roce_netns_test(rc_pingpong pingpong ibv_rc_pingpong -n 500 -c)
 roce_netns_test(rc_pingpong_64k pingpong ibv_rc_pingpong -n 100 -s 65536 -c)
