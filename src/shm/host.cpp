@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <mutex>
 
+#include "shm/fd_lender.h"
 #include "shm/keeper.h"
 #include "util/knobs.h"
 #include "util/log.h"
@@ -82,6 +83,9 @@ Host* Host::get() {
     errno = EAGAIN;
     return nullptr;
   }
+  // Lending before a slot makes us visible (without it peers still have
+  // /proc: start_fd_lender says why).
+  start_fd_lender();
   uint32_t refused = 0;
   bool refused_by_service = false;
   uint32_t slot = reg->claim(arena->fd(), arena->inode(), arena->size(), [](pthread_mutex_t* m) { keeper_hold(m); },

@@ -1,12 +1,13 @@
 #include "shm/keeper.h"
 
-#include <signal.h>
+#include <pthread.h>
 
 #include <condition_variable>
 #include <mutex>
 
 #include "shm/robust_mutex.h"
 #include "util/private_heap.h"
+#include "util/quiet_thread.h"
 
 namespace sv::shm {
 namespace {
@@ -43,21 +44,7 @@ bool keeper_hold(pthread_mutex_t* m) {
   KeeperState& s = state();
   std::unique_lock lk(s.mu);
   if (!s.started) {
-    // Block every signal in the keeper so the application's handlers keep
-    // running on the application's own threads.
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 64 * 1024);
-    int rc = pthread_create(&t, &attr, keeper_main, nullptr);
-    pthread_attr_destroy(&attr);
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
-    if (rc != 0) return false;
-    pthread_setname_np(t, "softverbs-keep");
+    if (!start_quiet_thread(keeper_main, nullptr, "softverbs-keep")) return false;
     s.started = true;
   }
   s.done = false;

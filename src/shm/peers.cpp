@@ -10,6 +10,7 @@
 #include <string>
 
 #include "shm/arena.h"
+#include "shm/fd_lender.h"
 #include "shm/registry.h"
 #include "shm/shared_lock.h"
 #include "util/clock.h"
@@ -18,7 +19,17 @@
 namespace sv::shm {
 namespace {
 constexpr uint64_t kRetireGraceNs = 5'000'000'000ull;
+
+// Descriptor `fd` of process `pid` (open there on inode `ino`), opened
+// anew through /proc; where a user namespace between us closes /proc to
+// us (EACCES), lent by the process itself (shm/fd_lender.h says when).
+int open_peer_fd(pid_t pid, int fd, uint64_t ino, int flags) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+  int f = ::open(path.c_str(), flags | O_CLOEXEC);
+  if (f >= 0 || (errno != EACCES && errno != EPERM)) return f;
+  return borrow_fd(pid, fd, ino);
 }
+}  // namespace
 
 PeerTable::PeerTable(Registry& registry, Arena& own_arena, uint32_t own_slot)
     : registry_(registry),
@@ -69,8 +80,7 @@ const Peer* PeerTable::map_slow(uint32_t slot) {
     p->base = own_arena_.base();
     p->size = own_arena_.size();
   } else {
-    std::string path = "/proc/" + std::to_string(ps.pid) + "/fd/" + std::to_string(ps.arena_fd);
-    int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    int fd = open_peer_fd(ps.pid, ps.arena_fd, ps.arena_ino, O_RDWR);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0 || st.st_ino != ps.arena_ino) {
       SV_INFO("cannot map the arena of pid %d (slot %u): %s", ps.pid, slot,
@@ -113,8 +123,7 @@ int PeerTable::doorbell_fd(const Peer& peer, uint32_t index, uint32_t gen) {
   }
   // Our own doorbells are opened the same way: it keeps one code path and
   // the cost is paid once per doorbell.
-  std::string path = "/proc/" + std::to_string(peer.pid) + "/fd/" + std::to_string(e->write_fd);
-  int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  int fd = open_peer_fd(peer.pid, e->write_fd, e->ino, O_WRONLY | O_NONBLOCK);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0 || st.st_ino != e->ino) {
     if (fd >= 0) ::close(fd);

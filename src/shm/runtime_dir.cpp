@@ -1,6 +1,12 @@
 #include "shm/runtime_dir.h"
 
+#include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "util/log.h"
@@ -25,6 +31,19 @@ const std::string& runtime_dir() {
     dir = c.dir;
   }
   return dir;
+}
+
+void remove_files_of_dead_processes(const char* prefix) {
+  const std::string& dir = runtime_dir();
+  DIR* d = dir.empty() ? nullptr : opendir(dir.c_str());
+  if (!d) return;
+  const size_t n = std::strlen(prefix);
+  while (dirent* e = readdir(d)) {
+    if (std::strncmp(e->d_name, prefix, n) != 0) continue;
+    long pid = std::strtol(e->d_name + n, nullptr, 10);
+    if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) unlinkat(dirfd(d), e->d_name, 0);
+  }
+  closedir(d);
 }
 
 }  // namespace sv::shm

@@ -21,4 +21,9 @@ namespace sv::shm {
 // tried again at the next call).
 const std::string& runtime_dir();
 
+// Removes the files `<prefix><pid>` of the runtime directory whose process
+// is gone (killed before its exit handlers could), as the next process that
+// makes such a file of its own does.
+void remove_files_of_dead_processes(const char* prefix);
+
 }  // namespace sv::shm

@@ -1,8 +1,6 @@
 #include "transport/roce_counters.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -42,27 +40,9 @@ std::string stats_path(pid_t pid) {
   return dir.empty() ? "" : dir + "/net." + std::to_string(pid);
 }
 
-namespace {
-
-// Files of processes that died without exiting (killed): removed by the next
-// process that opens its own, so /dev/shm does not fill up.
-void remove_stale_files() {
-  const std::string& dir = shm::runtime_dir();
-  DIR* d = dir.empty() ? nullptr : opendir(dir.c_str());
-  if (!d) return;
-  while (dirent* e = readdir(d)) {
-    if (std::strncmp(e->d_name, "net.", 4) != 0) continue;
-    long pid = std::strtol(e->d_name + 4, nullptr, 10);
-    if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) unlinkat(dirfd(d), e->d_name, 0);
-  }
-  closedir(d);
-}
-
-}  // namespace
-
 void Counters::open() {
   if (file_) return;
-  remove_stale_files();
+  shm::remove_files_of_dead_processes("net.");
   path_ = stats_path(getpid());
   if (path_.empty()) return;  // runtime_dir said why
   int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
