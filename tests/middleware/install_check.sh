@@ -26,7 +26,22 @@ done
 mkdir "$dev/shm" && mount --bind /dev/shm "$dev/shm"
 mount --move "$dev" /dev || { echo "cannot move the private /dev into place"; exit 1; }
 [[ -d /etc/tmpfiles.d ]] && mount -t tmpfs softverbs-test /etc/tmpfiles.d
+# Where the host refuses namespaces to a plain user (a chroot here; AppArmor
+# on Ubuntu 24.04, containers), softverbs-run says what to do, and after
+# --install it runs the command anyway: the nodes are there and the library
+# reports its sysfs view. (A copy of the launcher and libraries the user can
+# read: CI's build tree is under /root.)
+copy=$(mktemp -d) jail=$(mktemp -d)
+mkdir "$copy/bin" "$copy/lib" && cp "$run" "$copy/bin/" && cp -a "$lib"/lib*.so* "$copy/lib/" && chmod -R a+rX "$copy"
+mount --rbind / "$jail" || exit 1
+as_nobody_jailed() { chroot --userspec=nobody:nogroup "$jail" env -i PATH=/usr/bin:/bin HOME=/ "$@"; }
+refused=$(as_nobody_jailed "$copy/bin/softverbs-run" true 2>&1)
+check "chrooted, before --install: softverbs-run refuses and names --install" grep -q -- "--install" <<<"$refused"
 "$run" --install || { echo "FAIL: softverbs-run --install"; exit 1; }
+ucx=$(as_nobody_jailed "$copy/bin/softverbs-run" ucx_info -d 2>&1)
+check "chrooted, after --install: softverbs-run ucx_info -d lists rc_verbs" grep -qzE "Transport: rc_verbs[[:space:]]+#[[:space:]]+Device: softverbs0:1" <<<"$ucx"
+umount -l "$jail" && rmdir "$jail"  # (rmdir only: never a recursive delete near a bind of /)
+rm -rf "$copy"
 check "/dev/infiniband/uverbs0 is a character device" test -c /dev/infiniband/uverbs0
 check "/dev/infiniband/rdma_cm is a character device" test -c /dev/infiniband/rdma_cm
 check "mode 0666" test "$(stat -c %a /dev/infiniband/uverbs0)" = 666

@@ -43,6 +43,11 @@ if [[ $who == user ]]; then
   chmod -R a+rX "$work"
   run=$work/bin/softverbs-run lib=$work/lib checks=$work/view_checks.sh
   as=(setpriv --reuid="$user" --regid="$user" --clear-groups --reset-env env HOME="$work")
+  if ! "${as[@]}" unshare --user true 2>/dev/null; then
+    echo "this host refuses user namespaces to plain users (disabled, AppArmor, a chroot): softverbs-run"
+    echo "needs root's --install here (docs/ci.md); mw_device_install tests that route"
+    exit 77
+  fi
 fi
 
 fail=0

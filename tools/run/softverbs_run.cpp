@@ -17,6 +17,10 @@
 // user namespace that maps only their own uid and gid (so files, processes
 // and shared memory stay theirs, and peers outside are reached as before);
 // root needs no user namespace. Nothing changes for other processes.
+// Where the host refuses those namespaces (user namespaces disabled or
+// restricted by AppArmor, a chroot, a container without CAP_SYS_ADMIN) but
+// root ran --install, the command runs with LD_LIBRARY_PATH alone; without
+// --install softverbs-run says so and stops.
 // Put softverbs-run after `ip netns exec`, which remounts /sys.
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -81,17 +85,23 @@ void write_file(const char* path, const std::string& text) {
 
 // A private mount namespace; for a plain user inside a user namespace of
 // their own (identity-mapped: getuid() and file ownership are unchanged).
-void enter_namespaces() {
+// False, with the reason, where the host refuses them (user namespaces
+// disabled or restricted by AppArmor, a chroot, a container without
+// CAP_SYS_ADMIN).
+bool enter_namespaces(std::string* why) {
   const uid_t uid = geteuid();
   const gid_t gid = getegid();
   if (uid == 0) {
-    if (unshare(CLONE_NEWNS) != 0) die(std::string("unshare(CLONE_NEWNS): ") + std::strerror(errno));
+    if (unshare(CLONE_NEWNS) != 0) {
+      *why = std::string("cannot create a mount namespace (unshare: ") + std::strerror(errno) + ")";
+      return false;
+    }
   } else {
-    if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
-      die(std::string("cannot create a user namespace (") + std::strerror(errno) +
-          "): unprivileged user namespaces are disabled on this host. Ask root to run "
-          "`softverbs-run --install` once (then LD_LIBRARY_PATH alone is enough), or enable them "
-          "(sysctl kernel.unprivileged_userns_clone=1 / user.max_user_namespaces)");
+    if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) {
+      *why = std::string("cannot create a user namespace (") + std::strerror(errno) +
+             "): this host refuses them to unprivileged users (disabled, restricted by AppArmor, or a chroot)";
+      return false;
+    }
     write_file("/proc/self/setgroups", "deny");
     write_file("/proc/self/uid_map", std::to_string(uid) + " " + std::to_string(uid) + " 1");
     write_file("/proc/self/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1");
@@ -99,6 +109,7 @@ void enter_namespaces() {
   // Our mounts stay ours; the host's later mounts still reach us.
   if (mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0)
     die(std::string("make / a slave mount: ") + std::strerror(errno));
+  return true;
 }
 
 // The library writes the view (and says where) when asked for the sysfs
@@ -129,7 +140,16 @@ void show_device(const std::string& libdir) {
   if (node && sysfs) return;  // a host set up system-wide, or softverbs-run inside softverbs-run
   // Read before the namespaces change: which sysfs root the library uses here.
   const std::string view = sysfs ? "" : sysfs_view(libdir);
-  enter_namespaces();
+  std::string why;
+  if (!enter_namespaces(&why)) {
+    // Root set the host up (--install): the device nodes are there, and
+    // the library reports its sysfs view as ibv_get_sysfs_path(), which is
+    // what UCX, libfabric and the MPIs read. Only a program that walks
+    // /sys/class/infiniband itself misses the device.
+    if (node) return;
+    die(why + ". Ask root to run `softverbs-run --install` once (then softverbs-run, or LD_LIBRARY_PATH "
+              "alone, is enough), or allow them (docs/ci.md)");
+  }
   std::string error;
   if (!node && !overlay_dir("/dev", {{"infiniband/uverbs0", "/dev/null"}, {"infiniband/rdma_cm", "/dev/null"}}, &error))
     die("cannot add /dev/infiniband: " + error);
