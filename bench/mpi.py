@@ -26,6 +26,8 @@ import statistics
 import subprocess
 import time
 
+import plot_style
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AGENT = os.path.join(ROOT, "tests", "middleware", "ns_agent.sh")
 BEGIN, END = "<!-- mpi-bench:begin (bench/mpi.py --update-readme) -->", "<!-- mpi-bench:end -->"
@@ -114,7 +116,18 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     ap.add_argument("--update-readme", action="store_true")
+    ap.add_argument("--replot", action="store_true", help="only draw the figures again from OUT/mpi_results.json")
     args = ap.parse_args()
+    if args.replot:
+        with open(os.path.join(args.out, "mpi_results.json")) as f:
+            saved = json.load(f)
+        samples = {}
+        for key, rounds in saved.items():
+            config, metric, size = key.rsplit(" ", 2)
+            samples[(config, metric, int(size))] = rounds
+        configs = [c for c in CONFIGS if any(k[0] == c for k in samples)]
+        plot(args.out, configs, samples, sorted({k[2] for k in samples}))
+        return
     args.build = os.path.abspath(args.build)
     args.sizes = [8, 4096, 1048576] if args.quick else SIZES
     program = build_program(args)
@@ -197,9 +210,9 @@ def plot(out, configs, samples, sizes):
                 titles.append(config)
                 blocks.append("\n".join(f"{s} {v}" for s, v in pts) + "\ne")
         tics = ", ".join(f"'{label(s)}' {s}" for s in sizes)
-        script = ["set terminal pngcairo size 900,560", f"set output '{os.path.join(out, fname)}'",
+        script = plot_style.header(os.path.join(out, fname), len(titles)) + [
                   "set logscale x 2", "set logscale y", f"set xtics ({tics})", "set xlabel 'message size (bytes)'",
-                  f"set ylabel '{ylabel}'", "set key outside right", "set grid",
+                  f"set ylabel '{ylabel}'", "set grid",
                   "plot " + ", ".join(f"'-' with linespoints title '{t}'" for t in titles)]
         subprocess.run(["gnuplot"], input="\n".join(script + blocks) + "\n", text=True, check=True)
 

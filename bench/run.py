@@ -25,6 +25,7 @@ import sys
 import time
 
 import instructions
+import plot_style
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PORT = 20100
@@ -187,8 +188,19 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     ap.add_argument("--update-readme", action="store_true",
                     help="also put the tables and plots into README.md (between the bench markers)")
+    ap.add_argument("--replot", action="store_true", help="only draw the figures again from OUT/results.json")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    if args.replot:
+        with open(os.path.join(args.out, "results.json")) as f:
+            saved = json.load(f)
+        samples = {}
+        for key, v in saved.items():
+            parts = key.split("|")
+            if len(parts) == 5:  # (the instruction counts are not samples)
+                samples[(parts[0], parts[1], parts[2], int(parts[3]), parts[4])] = v["rounds"]
+        plot(args.out, samples)
+        return
 
     plan = cases(args.quick)
     samples = {}  # (side, group, op, size, peer) -> [values]
@@ -354,15 +366,15 @@ def plot(out, samples):
         titles, blocks = data_block(group)
         if not titles:
             continue
-        script = [f"set terminal pngcairo size 900,560", f"set output '{os.path.join(out, fname)}'",
+        script = plot_style.header(os.path.join(out, fname), len(titles)) + [
                   "set logscale x 2", yscale, "set xlabel 'message size (bytes)'", f"set ylabel '{ylabel}'",
-                  "set key outside right", "set grid",
+                  "set grid",
                   "plot " + ", ".join(f"'-' with linespoints title '{t}'" for t in titles)]
         subprocess.run(["gnuplot"], input="\n".join(script + blocks) + "\n", text=True, check=True)
     rates = [(t, pts[0][1]) for (g, t), pts in sorted(series.items()) if g == "rate"]
     if rates:
-        script = ["set terminal pngcairo size 700,420", f"set output '{os.path.join(out, 'msgrate.png')}'",
-                  "set style fill solid", "set boxwidth 0.6", "set ylabel 'messages per second (millions), 8 bytes'",
+        script = plot_style.header(os.path.join(out, "msgrate.png"), 0, width=760, plot_height=440) + [
+                  "set style fill solid", "set xtics rotate by -20", "set boxwidth 0.6", "set ylabel 'messages per second (millions), 8 bytes'",
                   "set yrange [0:*]", "set grid ytics",
                   "plot '-' using 0:2:xtic(1) with boxes notitle"]
         data = "\n".join(f"\"{t}\" {v}" for t, v in rates) + "\ne"
