@@ -153,15 +153,19 @@ def main():
     requests = {}
     for path in a.files:
         name = os.path.basename(path)
-        total = len(tshark(path).splitlines())
-        roce = len(tshark(path, '-Y', 'infiniband').splitlines())
+        # One pass for every frame's BTH opcode (empty: not decoded as
+        # InfiniBand), one for the flagged frames: tshark takes ~0.7 s of
+        # CPU to start, and there were four passes per file.
+        opcodes = [line.strip() for line in tshark(path, '-T', 'fields', '-e', 'infiniband.bth.opcode').splitlines()]
+        total = len(opcodes)
+        roce = sum(1 for op in opcodes if op)
         bad = len(tshark(path, '-Y', '_ws.malformed || _ws.expert.severity >= "Warning"').splitlines())
         print('%s: %d packets, %d decoded as RoCE, %d malformed or flagged' % (name, total, roce, bad))
         if total == 0 or roce != total or bad:
             print(tshark(path, '-Y', '_ws.malformed || _ws.expert.severity >= "Warning"', '-V')[:6000])
             ok = False
-        for op in tshark(path, '-Y', 'infiniband', '-T', 'fields', '-e', 'infiniband.bth.opcode').split():
-            n = opcode_name(int(op, 0))
+        for op in filter(None, opcodes):
+            n = opcode_name(int(op.split(',')[0], 0))
             seen_names[n] = seen_names.get(n, 0) + 1
         frames = [Frame(f) for f in frames_of(path)]
         wrong = [(i, fr) for i, fr in enumerate(frames, 1) if not fr.icrc_ok]
