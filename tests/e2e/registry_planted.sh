@@ -46,7 +46,9 @@ pair() {  # pair PORT [ENV...]: ibv_rc_pingpong between two victim processes; 0 
   shift
   as_victim env "$@" timeout 30 ibv_rc_pingpong -g "$gid" -p "$port" -n 100 >"$work/srv" 2>&1 &
   srv=$!
-  sleep 0.3
+  # Until the server listens (0.3 s of sleep was too short for it under
+  # load: "Couldn't connect", once in a full run).
+  for _ in $(seq 200); do ss -tln | grep -q ":$port " && break; kill -0 $srv 2>/dev/null || break; sleep 0.05; done
   as_victim env "$@" timeout 25 ibv_rc_pingpong -g "$gid" -p "$port" -n 100 127.0.0.1 >"$work/cli" 2>&1
   local crc=$?
   wait $srv; local src=$?
