@@ -106,9 +106,14 @@ bool enter_namespaces(std::string* why) {
     write_file("/proc/self/uid_map", std::to_string(uid) + " " + std::to_string(uid) + " 1");
     write_file("/proc/self/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1");
   }
-  // Our mounts stay ours; the host's later mounts still reach us.
-  if (mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0)
-    die(std::string("make / a slave mount: ") + std::strerror(errno));
+  // Our mounts stay ours; the host's later mounts still reach us. In a
+  // chroot whose root is no mount point (a debootstrap directory) this
+  // fails (EINVAL), and mounting there could reach the host's mounts: as
+  // refused.
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) {
+    *why = std::string("cannot keep mounts private here (") + std::strerror(errno) + "; a chroot?)";
+    return false;
+  }
   return true;
 }
 
