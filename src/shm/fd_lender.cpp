@@ -34,6 +34,9 @@ std::string socket_path(pid_t pid) {
   return dir.empty() ? "" : dir + "/lend." + std::to_string(pid);
 }
 
+// The socket's file in the runtime directory, or nothing: not
+// util/unix_socket_address.h's user_unix_address, whose fallback for a long
+// path is an abstract name, which any user could bind first.
 bool fill_address(const std::string& path, sockaddr_un* a) {
   if (path.empty() || path.size() >= sizeof a->sun_path) return false;
   std::memset(a, 0, sizeof *a);
