@@ -22,10 +22,14 @@ void UdpWire::seal(OutDatagram& d) const {
   d.unsealed = false;
 }
 
+uint32_t UdpWire::local_peer(const in6_addr& dst, uint32_t slot) const {
+  return slot && slot != own_slot.load(std::memory_order_relaxed) && is_local_address(dst) ? slot : 0;
+}
+
 bool UdpWire::through_memory(const in6_addr& dst, uint32_t dest_qpn) const {
   if (!attestation.load(std::memory_order_acquire)) return false;
-  const uint32_t peer = (dest_qpn >> 16) & 0xff;  // (the DestQP byte hostd::kDestQpSlotByte is)
-  return peer && peer != own_slot.load(std::memory_order_relaxed) && channels.open_to(peer) && is_local_address(dst);
+  const uint32_t peer = local_peer(dst, (dest_qpn >> 16) & 0xff);  // (the DestQP byte hostd::kDestQpSlotByte is)
+  return peer && channels.open_to(peer);
 }
 
 void UdpWire::send(OutDatagram* d, size_t count) {
@@ -33,11 +37,10 @@ void UdpWire::send(OutDatagram* d, size_t count) {
     sock.send_many(d, count);
     return;
   }
-  const uint32_t ours = own_slot.load(std::memory_order_relaxed);
   size_t run = 0;  // d[run..i) go by UDP
   for (size_t i = 0; i < count; ++i) {
-    const uint32_t peer = d[i].len > hostd::kDestQpSlotByte ? d[i].data[hostd::kDestQpSlotByte] : 0;
-    if (!peer || peer == ours || !is_local_address(d[i].dst)) {  // another host's, or ours
+    const uint32_t peer = local_peer(d[i].dst, d[i].len > hostd::kDestQpSlotByte ? d[i].data[hostd::kDestQpSlotByte] : 0);
+    if (!peer) {  // another host's, or ours
       seal(d[i]);
       continue;
     }

@@ -46,6 +46,11 @@ class UdpWire final : public Wire {
   bool through_memory(const in6_addr& dst, uint32_t dest_qpn) const override;
 
  private:
+  // `slot` when a datagram to `dst` for a QP of registry slot `slot` is for
+  // another process of this host (a ring's, once one is open to it); 0 when
+  // it is for another host, or for us. The one rule both through_memory()
+  // (a packet built without its ICRC) and send() (which way it goes) apply.
+  uint32_t local_peer(const in6_addr& dst, uint32_t slot) const;
   void seal(OutDatagram& d) const;
 };
 

@@ -13,6 +13,7 @@
 #   registry_planted.sh
 set -u
 . "$(dirname "$0")/as_nobody.sh"
+source "$(dirname "$0")/../common/tcp_port.sh"
 need_nobody || exit
 lib=${LD_LIBRARY_PATH%%:*}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -48,7 +49,7 @@ pair() {  # pair PORT [ENV...]: ibv_rc_pingpong between two victim processes; 0 
   srv=$!
   # Until the server listens (0.3 s of sleep was too short for it under
   # load: "Couldn't connect", once in a full run).
-  for _ in $(seq 200); do ss -tln | grep -q ":$port " && break; kill -0 $srv 2>/dev/null || break; sleep 0.05; done
+  wait_tcp_port "$port" 10 "$srv"
   as_victim env "$@" timeout 25 ibv_rc_pingpong -g "$gid" -p "$port" -n 100 127.0.0.1 >"$work/cli" 2>&1
   local crc=$?
   wait $srv; local src=$?

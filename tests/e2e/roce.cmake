@@ -180,8 +180,7 @@ set_tests_properties(e2e_roce_forged_requests PROPERTIES ENVIRONMENT "${E2E_ENV}
 add_test(NAME e2e_shm_full COMMAND ${CMAKE_CURRENT_LIST_DIR}/shm_full.sh)
 set_tests_properties(e2e_shm_full PROPERTIES ENVIRONMENT "${E2E_ENV}" LABELS "e2e;roce" TIMEOUT 120 SKIP_RETURN_CODE 77)
 add_executable(forward_inject ${CMAKE_CURRENT_LIST_DIR}/forward_inject.cpp)
-target_link_libraries(forward_inject PRIVATE softverbs_transport)
-target_sources(forward_inject PRIVATE ${PROJECT_SOURCE_DIR}/src/verbs/strings.cpp)  # (as softverbs-stat)
+target_link_libraries(forward_inject PRIVATE softverbs_transport softverbs_verbs_strings)
 add_test(NAME e2e_forward_socket_foreign_user
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/forward_inject.sh $<TARGET_FILE:forward_inject> $<TARGET_FILE:softverbs_stat>)
 set_tests_properties(e2e_forward_socket_foreign_user PROPERTIES ENVIRONMENT "${E2E_ENV}" LABELS "e2e;roce" TIMEOUT 120 SKIP_RETURN_CODE 77)

@@ -11,6 +11,7 @@
 # SERVER_RUNS_FOREVER=1: the server never exits by itself (cmtime in v44);
 #   it must still be running when the client is done, and is then stopped.
 set -u
+source "$(dirname "$0")/../common/tcp_port.sh"
 ready=$1
 shift
 server_cmd=()
@@ -30,7 +31,7 @@ for _ in $(seq 200); do
   case $ready in
     listen:*) ss -xl 2>/dev/null | grep -q -- "-cm-[a-z]*-.*:${ready#listen:} " && break ;;
     output:*) grep -Eq -- "${ready#output:}" "$out/server" && break ;;
-    tcp:*) ss -ltn 2>/dev/null | grep -q ":${ready#tcp:} " && break ;;
+    tcp:*) tcp_listens "${ready#tcp:}" && break ;;
   esac
   kill -0 $server 2>/dev/null || break
   sleep 0.05

@@ -5,6 +5,7 @@
 # report success.
 #   run_xsrq.sh PORT CLIENTS [ARGS...]      (ARGS for every process)
 set -u
+source "$(dirname "$0")/../common/tcp_port.sh"
 port=$1 clients=$2
 shift 2
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,10 +17,7 @@ trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$out"' EXIT
 "$(dirname "$0")/with_stacks.sh" 60 ibv_xsrq_pingpong -p "$port" -g "$gid" -c "$clients" "$@" >"$out/server" 2>&1 &
 server=$!
 pids+=("$server")
-for _ in $(seq 100); do
-  ss -ltn 2>/dev/null | grep -q ":$port " && break
-  sleep 0.1
-done
+wait_tcp_port "$port" 10 "$server"
 for i in $(seq "$clients"); do
   "$(dirname "$0")/with_stacks.sh" 50 ibv_xsrq_pingpong -p "$port" -g "$gid" "$@" 127.0.0.1 >"$out/client$i" 2>&1 &
   pids+=("$!")

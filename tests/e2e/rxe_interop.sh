@@ -28,6 +28,7 @@
 # namespaces (not root), no qemu, no tap device, or the guest cannot be built
 # here (rxe_guest.sh's 77: busybox-static or Debian's archive missing).
 set -u
+source "$(dirname "$0")/../common/tcp_port.sh"
 (($#)) || { echo "usage: $0 KIND:ROLE[:ARGS]..."; exit 2; }
 steps=("$@")
 for st in "${steps[@]}"; do
@@ -150,7 +151,7 @@ for st in "${steps[@]}"; do
     # Our server listens (ibv_*_pingpong: its TCP port; rping: at once).
     for _ in $(seq 100); do
       [[ $kind == rping ]] && { sleep 0.5; break; }
-      ip netns exec "$ns" ss -ltn 2>/dev/null | grep -q ":$port " && break
+      tcp_listens -n "$ns" "$port" && break
       sleep 0.1
     done
     echo "GO $k" >&8

@@ -4,6 +4,7 @@
 # The server runs CMD ARGS..., the client CMD ARGS... 127.0.0.1 once the
 # server listens on PORT. Prints both outputs; returns non-zero unless both
 # exit 0. The outputs stay in "$out/server" and "$out/client" until exit.
+source "$(dirname "${BASH_SOURCE[0]}")/../common/tcp_port.sh"
 out=$(mktemp -d)
 server=
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$out"' EXIT
@@ -13,11 +14,7 @@ run_server_client() {
   shift 2
   "$(dirname "$0")/with_stacks.sh" "$limit" "$@" >"$out/server" 2>&1 &
   server=$!
-  # Let the server listen before the client connects.
-  for _ in $(seq 100); do
-    ss -ltn 2>/dev/null | grep -q ":$port " && break
-    sleep 0.1
-  done
+  wait_tcp_port "$port" 10 "$server"  # before the client connects
   "$(dirname "$0")/with_stacks.sh" $((limit - 10)) "$@" 127.0.0.1 >"$out/client" 2>&1
   local client_rc=$?
   if [ $client_rc -ne 0 ]; then kill -USR1 $server 2>/dev/null; fi  # a lone server would wait forever

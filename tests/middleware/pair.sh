@@ -14,6 +14,7 @@
 # Environment: SOFTVERBS_RUN (the launcher), LIMIT (seconds, default 60),
 # SERVER_RUNS_FOREVER=1 (the server is stopped once the client passed).
 set -u
+source "$(dirname "$0")/../common/tcp_port.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 hosts=0
 [[ ${1:-} == --hosts ]] && { hosts=1; shift; }
@@ -56,7 +57,7 @@ client_cmd=("${client_cmd[@]//@A/$addr}")
 server=$!
 for _ in $(seq 200); do
   case $ready in
-    tcp:*) "${in_a[@]}" ss -tln 2>/dev/null | grep -q ":${ready#tcp:} " && break ;;
+    tcp:*) tcp_listens ${in_a[0]:+-n "$a"} "${ready#tcp:}" && break ;;
     output:*) grep -Eq -- "${ready#output:}" "$out/server" && break ;;
   esac
   kill -0 $server 2>/dev/null || break

@@ -12,6 +12,7 @@
 # (SOFTVERBS_STAT_AT_EXIT), and none may.
 #   run_user_pairs.sh      (SOFTVERBS_RUN: the launcher; needs root to add the user)
 set -u
+source "$(dirname "$0")/../common/tcp_port.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 run=${SOFTVERBS_RUN:?the softverbs-run launcher}
 lib=$(dirname "$(dirname "$run")")/lib
@@ -57,7 +58,7 @@ pair() {  # SERVER_HOW CLIENT_HOW TOOL: the tool's server and client
   esac
   launch "$server_how" "${server[@]}" >"$work/server" 2>&1 &
   local pid=$!
-  for _ in $(seq 100); do ss -tln | grep -q ":$port " && break; sleep 0.05; done
+  wait_tcp_port "$port" 5 "$pid"
   [[ $tool == rping ]] && sleep 0.3  # (rping's listener is a CM id, not a TCP port)
   launch "$client_how" "${client[@]}" >"$work/client" 2>&1
   client_rc=$?

@@ -67,9 +67,10 @@ make_overlay_root "$ovl" || exit 1
 in_root() { in_root_of "$ovl" "$@"; }
 in_root useradd -m "$user" || exit 1
 (cd "$ovl/upper" && find . -mindepth 1 | sort) >"$ovl/before"
-in_root bash -s "$deb" "$user" "$libdir" "$port" <<'STEPS'
+in_root bash -s "$deb" "$user" "$libdir" "$port" "$here" <<'STEPS'
 set -u
-deb=$1 user=$2 libdir=$3 port=$4
+deb=$1 user=$2 libdir=$3 port=$4 here=$5
+source "$here/../common/tcp_port.sh"
 fail=0
 check() { if "${@:2}"; then echo "ok:   $1 (${SECONDS}s)"; else echo "FAIL: $1 (${SECONDS}s)"; fail=1; fi; }
 export DEBIAN_FRONTEND=noninteractive
@@ -83,10 +84,9 @@ check "from the package's library directory" grep -q "^$libdir:\?" <<<"$(as_user
 check "and no LD_LIBRARY_PATH of its own" test -z "$(as_user printenv LD_LIBRARY_PATH)"
 gid=$(sed -nE 's/^[[:space:]]*GID\[ *([0-9]+)\]:[[:space:]]+::ffff:127\.0\.0\.1,.*/\1/p' <<<"$devinfo" | head -1)
 check "a GID for 127.0.0.1" test -n "$gid"
-wait_port() { for _ in $(seq 200); do ss -tln | grep -q ":$1 " && return 0; sleep 0.05; done; return 1; }
 as_user timeout 60 softverbs-run ibv_rc_pingpong -g "$gid" -p "$port" -n 200 -c >/tmp/server.out 2>&1 &
 server=$!
-wait_port "$port"
+wait_tcp_port "$port" 10 "$server"
 as_user timeout 60 softverbs-run ibv_rc_pingpong -g "$gid" -p "$port" -n 200 -c 127.0.0.1 >/tmp/client.out 2>&1
 client_rc=$?
 wait "$server"; server_rc=$?
@@ -102,7 +102,7 @@ if command -v ucx_perftest >/dev/null; then
        softverbs-run ucx_perftest -p $((port + 1)) -t tag_lat -n 1000)
   as_user timeout 60 "${ucx[@]}" >/tmp/ucx-server.out 2>&1 &
   server=$!
-  wait_port $((port + 1))
+  wait_tcp_port $((port + 1)) 10 "$server"
   as_user timeout 60 "${ucx[@]}" 127.0.0.1 >/tmp/ucx-client.out 2>&1
   client_rc=$?
   wait "$server"; server_rc=$?

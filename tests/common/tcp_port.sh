@@ -1,0 +1,26 @@
+# Waiting for a server's TCP port, for the scripts that start a server and
+# then its client (the RDMA tools exchange their QP numbers over TCP first:
+# a client that comes too early fails "Couldn't connect"). Sourced.
+#
+# tcp_listens [-n NETNS] PORT: whether something listens on TCP port PORT
+# (in network namespace NETNS). ss's own filter, so port 80 is never
+# taken for 8080.
+tcp_listens() {
+  local ns=()
+  if [[ $1 == -n ]]; then ns=(-N "$2"); shift 2; fi
+  [[ -n $(ss "${ns[@]}" -ltnH "sport = :$1" 2>/dev/null) ]]
+}
+# wait_tcp_port [-n NETNS] PORT [SECONDS [PID]]: until something listens
+# on PORT (status 0), for at most SECONDS (10), or until process PID (the
+# server) is gone (status 1: no use waiting for it).
+wait_tcp_port() {
+  local ns=()
+  if [[ $1 == -n ]]; then ns=(-n "$2"); shift 2; fi
+  local port=$1 seconds=${2:-10} pid=${3:-} i
+  for ((i = 0; i < seconds * 20; i++)); do
+    tcp_listens "${ns[@]}" "$port" && return 0
+    [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null && return 1
+    sleep 0.05
+  done
+  return 1
+}
