@@ -119,6 +119,10 @@ struct Sender {
   // in 67 ms timeouts with one probe per period).
   uint64_t probe_ns = 0;
   uint64_t probe_gap_ns = 0;
+  // The first probe waits out an answer held for a lone message
+  // (Engine::first_probe_gap); a second message posted meanwhile brings it
+  // in.
+  bool probe_waits_hold = false;
   // The PSN of the oldest packet the last probe sent again, while its answer
   // is awaited: an ACK of exactly that PSN says the responder had stopped
   // there (its NAK was lost), so everything after it goes again.
@@ -321,6 +325,9 @@ class Engine {
   void pump(Sender& s);
   void send_packet(Sender& s, Outbound& o, uint32_t index, bool ack_req = false);
   void probe(Sender& s);
+  // The wait before the first loss probe (Sender::probe_ns) for what `s`
+  // has unanswered, with an ACK timer of `period`.
+  static uint64_t first_probe_gap(const Sender& s, uint64_t period);
   void request_read(Sender& s, Outbound& o);
   void finish_front(Sender& s, Response r);
   void drop_after_front(Sender& s);
