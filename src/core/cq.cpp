@@ -6,6 +6,7 @@
 #include "core/async_events.h"
 #include "core/channel.h"
 #include "core/context.h"
+#include "core/device_profile.h"
 #include "core/limits.h"
 #include "core/qp.h"
 #include "core/recv_queue.h"
@@ -87,7 +88,7 @@ void report_overrun(Cq* cq) {
 }  // namespace
 
 Cq* create_cq(Context* ctx, int cqe, void* cq_context, Channel* chan, int comp_vector, uint64_t wc_flags) {
-  if (cqe < 1 || static_cast<uint32_t>(cqe) > limits::kMaxCqe || comp_vector < 0 ||
+  if (cqe < 1 || static_cast<uint32_t>(cqe) > device_profile().max_cqe || comp_vector < 0 ||
       comp_vector >= ctx->context.num_comp_vectors) {
     errno = EINVAL;
     return nullptr;
@@ -96,7 +97,7 @@ Cq* create_cq(Context* ctx, int cqe, void* cq_context, Channel* chan, int comp_v
     errno = EOPNOTSUPP;
     return nullptr;
   }
-  if (ctx->cq_count.fetch_add(1) >= limits::kMaxCq) {
+  if (ctx->cq_count.fetch_add(1) >= device_profile().max_cq) {
     ctx->cq_count.fetch_sub(1);
     errno = ENOMEM;
     return nullptr;
@@ -348,7 +349,7 @@ bool push_shared(shm::PeerTable& peers, const shm::Peer& owner, shm::CqShared* c
 }
 
 int resize_cq(Cq* cq, int cqe) {
-  if (cqe < 1 || static_cast<uint32_t>(cqe) > limits::kMaxCqe) return EINVAL;
+  if (cqe < 1 || static_cast<uint32_t>(cqe) > device_profile().max_cqe) return EINVAL;
   shm::Arena& arena = cq->ctx->host->arena();
   uint64_t cap = round_up_pow2(static_cast<uint64_t>(cqe) + 1);
   std::lock_guard g(cq->poll_mu);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/device_profile.h"
 #include "core/lid.h"
 #include "core/limits.h"
 #include "shm/layout.h"
@@ -16,50 +17,53 @@ namespace sv {
 const char* firmware_version() { return "softverbs 0.1.0"; }
 
 void fill_device_attr(ibv_device_attr* a) {
+  const DeviceProfile& p = device_profile();
   std::memset(a, 0, sizeof *a);
-  std::snprintf(a->fw_ver, sizeof a->fw_ver, "%s", firmware_version());
+  std::snprintf(a->fw_ver, sizeof a->fw_ver, "%s", p.fw_ver.c_str());
   a->node_guid = htobe64(shm::host_node_guid());
   a->sys_image_guid = a->node_guid;
-  a->max_mr_size = limits::kMaxMrSize;
+  a->max_mr_size = p.max_mr_size;
   a->page_size_cap = 0xfffff000;  // 4 KiB pages and every larger power of two
-  a->vendor_id = 0xffffff;        // no IEEE OUI: a software device, as rxe reports
-  a->vendor_part_id = 0;
-  a->hw_ver = 0;
-  a->max_qp = limits::kMaxQp;
-  a->max_qp_wr = limits::kMaxQpWr;
+  a->vendor_id = static_cast<uint32_t>(p.vendor_id);
+  a->vendor_part_id = static_cast<uint32_t>(p.vendor_part_id);
+  a->hw_ver = static_cast<uint32_t>(p.hw_ver);
+  a->max_qp = static_cast<int>(p.max_qp);
+  a->max_qp_wr = static_cast<int>(p.max_qp_wr);
   a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_SYS_IMAGE_GUID |
                         IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC |
                         IBV_DEVICE_RAW_IP_CSUM | IBV_DEVICE_MANAGED_FLOW_STEERING;
-  a->max_sge = limits::kMaxSge;
-  a->max_sge_rd = limits::kMaxSgeRd;
-  a->max_cq = limits::kMaxCq;
-  a->max_cqe = limits::kMaxCqe;
-  a->max_mr = limits::kMaxMr;
-  a->max_pd = limits::kMaxPd;
-  a->max_qp_rd_atom = limits::kMaxQpRdAtom;
+  a->device_cap_flags &= static_cast<unsigned>(p.device_cap_flags);  // (the profile's device's, of these)
+  if (!p.max_mw) a->device_cap_flags &= ~(IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B);
+  a->max_sge = static_cast<int>(p.max_sge);
+  a->max_sge_rd = static_cast<int>(p.max_sge_rd);
+  a->max_cq = static_cast<int>(p.max_cq);
+  a->max_cqe = static_cast<int>(p.max_cqe);
+  a->max_mr = static_cast<int>(p.max_mr);
+  a->max_pd = static_cast<int>(p.max_pd);
+  a->max_qp_rd_atom = static_cast<int>(p.max_qp_rd_atom);
   a->max_ee_rd_atom = 0;
-  a->max_res_rd_atom = limits::kMaxQpRdAtom * limits::kMaxQp;
-  a->max_qp_init_rd_atom = limits::kMaxQpInitRdAtom;
+  a->max_res_rd_atom = static_cast<int>(p.max_res_rd_atom);
+  a->max_qp_init_rd_atom = static_cast<int>(p.max_qp_init_rd_atom);
   a->max_ee_init_rd_atom = 0;
   // Atomic with respect to every other RDMA atomic of the host (CPU atomics
   // on shared mappings, striped host-wide locks otherwise): target memory.
-  a->atomic_cap = IBV_ATOMIC_HCA;
+  a->atomic_cap = p.atomic_cap;
   a->max_ee = 0;
   a->max_rdd = 0;
-  a->max_mw = limits::kMaxMr;  // windows share the MR table
+  a->max_mw = static_cast<int>(p.max_mw);  // (windows share the MR table)
   a->max_raw_ipv6_qp = 0;
   a->max_raw_ethy_qp = limits::kMaxQp;  // IBV_QPT_RAW_PACKET (AF_PACKET on a host interface)
   a->max_mcast_grp = shm::kMaxMcastGroups;
   a->max_mcast_qp_attach = shm::kMaxMcastMembers;
   a->max_total_mcast_qp_attach = shm::kMaxMcastGroups * shm::kMaxMcastMembers;
-  a->max_ah = limits::kMaxAh;
+  a->max_ah = static_cast<int>(p.max_ah);
   a->max_fmr = 0;
   a->max_map_per_fmr = 0;
-  a->max_srq = limits::kMaxSrq;
-  a->max_srq_wr = limits::kMaxSrqWr;
-  a->max_srq_sge = limits::kMaxSrqSge;
+  a->max_srq = static_cast<int>(p.max_srq);
+  a->max_srq_wr = static_cast<int>(p.max_srq_wr);
+  a->max_srq_sge = static_cast<int>(p.max_srq_sge);
   a->max_pkeys = limits::kMaxPkeys;
-  a->local_ca_ack_delay = 0;
+  a->local_ca_ack_delay = static_cast<uint8_t>(p.local_ca_ack_delay);
   a->phys_port_cnt = 1;
 }
 
@@ -72,14 +76,17 @@ void fill_device_attr_ex(ibv_device_attr_ex* a) {
   a->phys_port_cnt_ex = 1;
   // On-demand paging: nothing is ever pinned here, so any MR can follow the
   // application's mappings, the implicit one (the whole address space) too.
-  a->odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
-  const uint32_t two_sided = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
-  a->odp_caps.per_transport_caps.rc_odp_caps =
-      two_sided | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC;
-  a->odp_caps.per_transport_caps.uc_odp_caps = two_sided | IBV_ODP_SUPPORT_WRITE;
-  a->odp_caps.per_transport_caps.ud_odp_caps = two_sided;
-  // XRC: the same requester and responder code (XRC SRQs receive).
-  a->xrc_odp_caps = two_sided | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC;
+  // (Unless the profile's device has none: then none, as it reports.)
+  if (device_profile().odp) {
+    a->odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+    const uint32_t two_sided = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+    a->odp_caps.per_transport_caps.rc_odp_caps =
+        two_sided | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC;
+    a->odp_caps.per_transport_caps.uc_odp_caps = two_sided | IBV_ODP_SUPPORT_WRITE;
+    a->odp_caps.per_transport_caps.ud_odp_caps = two_sided;
+    // XRC: the same requester and responder code (XRC SRQs receive).
+    a->xrc_odp_caps = two_sided | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC;
+  }
   a->max_dm_size = limits::kMaxDmSize;
   // Raw Ethernet (raw.h): checksums, FCS, C-VLAN stripping, TSO and RSS, in software.
   a->raw_packet_caps = IBV_RAW_PACKET_CAP_CVLAN_STRIPPING | IBV_RAW_PACKET_CAP_SCATTER_FCS |
@@ -114,11 +121,12 @@ void fill_port_attr(ibv_port_attr* p, std::span<const GidEntry> gids) {
   p->active_mtu = port_active_mtu(gids);
   p->gid_tbl_len = limits::kGidTableLen;
   p->port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
-  p->max_msg_sz = limits::kMaxMsgSize;
+  p->max_msg_sz = static_cast<uint32_t>(device_profile().max_msg_sz);
   p->pkey_tbl_len = limits::kMaxPkeys;
   p->max_vl_num = 1;
-  p->active_width = 2;   // 4X
-  p->active_speed = 32;  // EDR: 4X EDR = 100 Gb/s, about what a memory copy sustains
+  // softverbs' own: 4X EDR = 100 Gb/s, about what a memory copy sustains.
+  p->active_width = static_cast<uint8_t>(device_profile().active_width);
+  p->active_speed = static_cast<uint8_t>(device_profile().active_speed);
   p->phys_state = gid_count > 0 ? 5 : 3;  // LinkUp : Disabled
   p->link_layer = IBV_LINK_LAYER_ETHERNET;
   p->flags = IBV_QPF_GRH_REQUIRED;

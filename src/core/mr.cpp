@@ -8,6 +8,7 @@
 #include "core/bounce_path.h"
 #include "core/dm.h"
 #include "core/handles.h"
+#include "core/device_profile.h"
 #include "core/limits.h"
 #include "core/mw.h"
 #include "core/pinned_pages.h"
@@ -37,6 +38,9 @@ int check_access(unsigned access) {
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
     return EINVAL;
   if (access & IBV_ACCESS_ZERO_BASED) return EOPNOTSUPP;  // only device memory MRs are zero-based
+  // A device without on-demand paging (its profile's): the kernel refuses
+  // the flag, EOPNOTSUPP (ib_check_mr_access).
+  if ((access & IBV_ACCESS_ON_DEMAND) && !device_profile().odp) return EOPNOTSUPP;
   return 0;
 }
 
@@ -124,7 +128,7 @@ Mr* reg_mr(Pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
     return nullptr;
   }
   const bool implicit = implicit_odp(addr, length, access);
-  if (length == 0 || (length > limits::kMaxMrSize && !implicit)) {
+  if (length == 0 || (length > device_profile().max_mr_size && !implicit)) {
     errno = EINVAL;
     return nullptr;
   }
@@ -201,7 +205,7 @@ int rereg_mr(Mr* mr, int flags, Pd* pd, void* addr, size_t length, unsigned acce
     errno = err;
     return IBV_REREG_MR_ERR_INPUT;
   }
-  if (new_len == 0 || new_len > limits::kMaxMrSize || mr->dm ||
+  if (new_len == 0 || new_len > device_profile().max_mr_size || mr->dm ||
       implicit_odp(mr->addr, mr->length, mr->access)) {  // device memory and implicit ODP MRs stay as they are
     errno = EINVAL;
     return IBV_REREG_MR_ERR_INPUT;

@@ -4,6 +4,7 @@
 
 #include "core/handles.h"
 #include "core/lid.h"
+#include "core/device_profile.h"
 #include "core/limits.h"
 #include "util/knobs.h"
 #include "util/log.h"
@@ -15,7 +16,7 @@ std::atomic<uint32_t> g_pd_count{0};  // PDs of the process (max_pd is the devic
 }
 
 Pd* alloc_pd(Context* ctx) {
-  if (g_pd_count.fetch_add(1) >= limits::kMaxPd) {
+  if (g_pd_count.fetch_add(1) >= device_profile().max_pd) {
     g_pd_count.fetch_sub(1);
     errno = ENOMEM;
     return nullptr;
@@ -113,7 +114,7 @@ Ah* create_ah(Pd* pd, const ibv_ah_attr& attr) {
     errno = e;
     return nullptr;
   }
-  if (pd->ctx->ah_count.fetch_add(1) >= limits::kMaxAh) {
+  if (pd->ctx->ah_count.fetch_add(1) >= device_profile().max_ah) {
     pd->ctx->ah_count.fetch_sub(1);
     errno = ENOMEM;
     return nullptr;

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "core/async_events.h"
+#include "core/device_profile.h"
 #include "core/limits.h"
 #include "core/qp_state.h"
 #include "core/requester.h"
@@ -78,9 +79,12 @@ bool opcode_allowed(ibv_qp_type t, int op) {
     case IBV_WR_SEND_WITH_INV:
       return rc_like || t == IBV_QPT_UC;
     case IBV_WR_RDMA_READ:
+      return rc_like;
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
-      return rc_like;
+      // (Not on a device without atomics, atomic_cap NONE: siw refuses the
+      // post, EINVAL.)
+      return rc_like && device_profile().atomic_cap != IBV_ATOMIC_NONE;
     default:
       // ATOMIC_WRITE: not on this device.
       return false;
@@ -161,10 +165,13 @@ int check_init_attr(Context* ctx, const ibv_qp_init_attr_ex& a) {
     if (a.qp_type != IBV_QPT_RC && a.qp_type != IBV_QPT_UD) return EINVAL;
     if (a.srq->context != ctx->ibv()) return EINVAL;
   }
+  // The device's limits (core/device_profile.h: softverbs' own unless a
+  // profile names another device's).
+  const DeviceProfile& dev = device_profile();
   const ibv_qp_cap& c = a.cap;
-  if (c.max_send_wr > limits::kMaxQpWr || c.max_send_sge > limits::kMaxSge || c.max_inline_data > limits::kMaxInline)
+  if (c.max_send_wr > dev.max_qp_wr || c.max_send_sge > dev.max_sge || c.max_inline_data > dev.max_inline_data)
     return EINVAL;
-  if (!a.srq && !xrc_send && (c.max_recv_wr > limits::kMaxQpWr || c.max_recv_sge > limits::kMaxSge)) return EINVAL;
+  if (!a.srq && !xrc_send && (c.max_recv_wr > dev.max_qp_wr || c.max_recv_sge > dev.max_sge)) return EINVAL;
   return 0;
 }
 
@@ -186,8 +193,8 @@ int check_attr_values(Qp* qp, const ibv_qp_attr& a, int mask) {
   // retry_cnt, rnr_retry and min_rnr_timer above their 3- and 5-bit wire
   // fields are accepted, as the kernel, rxe and mlx5 accept them (they
   // store or truncate them); apply_attrs says what they mean here.
-  if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a.max_rd_atomic > limits::kMaxQpInitRdAtom) return EINVAL;
-  if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a.max_dest_rd_atomic > limits::kMaxQpRdAtom) return EINVAL;
+  if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a.max_rd_atomic > device_profile().max_qp_init_rd_atom) return EINVAL;
+  if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a.max_dest_rd_atomic > device_profile().max_qp_rd_atom) return EINVAL;
   // Access flags are not checked: programs pass the word they gave
   // ibv_reg_mr (LOCAL_WRITE, ON_DEMAND, MW_BIND ...), and the kernel, rxe and
   // mlx5 accept it and use its remote bits. A destination QPN is 24 bits on
@@ -349,8 +356,9 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
   // Every send slot has room for at least one granule of inline data, and
   // we say so even when none was asked for, as hardware and rxe do
   // (rdma_xclient posts a 16-byte IBV_SEND_INLINE with max_inline_data 0).
-  c.max_inline_data = static_cast<uint32_t>(
-      align_up(std::max(attr->cap.max_inline_data, 1u), limits::kInlineGranule));
+  // (No more than the device allows, should the granule overshoot it.)
+  c.max_inline_data = static_cast<uint32_t>(std::min<uint64_t>(
+      align_up(std::max(attr->cap.max_inline_data, 1u), limits::kInlineGranule), device_profile().max_inline_data));
   if (qp->srq_obj || xrc_send || xrc_recv || rss) {
     c.max_recv_wr = c.max_recv_sge = 0;  // ignored with an SRQ; XRC and RSS QPs have no receive queue
   } else {

@@ -5,6 +5,7 @@
 
 #include "core/context.h"
 #include "core/ib_timers.h"
+#include "core/device_profile.h"
 #include "core/limits.h"
 #include "core/mr.h"
 #include "core/mw.h"
@@ -231,7 +232,7 @@ bool passes_rare_checks(Qp* qp, uint64_t pos, const SendWqe& w) {
       fail(qp, pos, st);
     return false;
   }
-  if (w.length > limits::kMaxMsgSize) {
+  if (w.length > device_profile().max_msg_sz) {
     fail(qp, pos, IBV_WC_LOC_LEN_ERR);
     return false;
   }
@@ -399,7 +400,7 @@ bool pipeline_next(Qp* qp) {
   if (w.opcode != IBV_WR_SEND && w.opcode != IBV_WR_SEND_WITH_IMM && w.opcode != IBV_WR_SEND_WITH_INV &&
       w.opcode != IBV_WR_RDMA_WRITE && w.opcode != IBV_WR_RDMA_WRITE_WITH_IMM)
     return false;
-  if (w.length > limits::kMaxMsgSize) return false;
+  if (w.length > device_profile().max_msg_sz) return false;
   Piece pieces[limits::kMaxSge];
   uint32_t n = 0;
   bool odp = false;

@@ -3,6 +3,7 @@
 #include <cerrno>
 
 #include "core/cq.h"
+#include "core/device_profile.h"
 #include "core/limits.h"
 #include "core/xrcd.h"
 
@@ -10,7 +11,8 @@ namespace sv {
 
 Srq* create_srq(Pd* pd, ibv_srq_init_attr* attr, Xrcd* xrcd, Cq* cq) {
   ibv_srq_attr& a = attr->attr;
-  if (a.max_wr == 0 || a.max_wr > limits::kMaxSrqWr || a.max_sge == 0 || a.max_sge > limits::kMaxSrqSge ||
+  if (a.max_wr == 0 || a.max_wr > device_profile().max_srq_wr || a.max_sge == 0 ||
+      a.max_sge > device_profile().max_srq_sge ||
       a.srq_limit > a.max_wr) {
     errno = EINVAL;
     return nullptr;

@@ -4,6 +4,7 @@
 #include <cerrno>
 
 #include "core/cq.h"
+#include "core/device_profile.h"
 #include "core/limits.h"
 #include "core/raw.h"
 
@@ -38,7 +39,8 @@ Wq* create_wq(Context* ctx, ibv_wq_init_attr* attr) {
     return fail(attr->create_flags & ~static_cast<uint32_t>(IBV_WQ_FLAGS_RESERVED - 1) ? EINVAL : EOPNOTSUPP);
   }
   if (!attr->pd || !attr->cq || attr->pd->context != ctx->ibv() || attr->cq->context != ctx->ibv() ||
-      attr->max_wr == 0 || attr->max_wr > limits::kMaxQpWr || attr->max_sge == 0 || attr->max_sge > limits::kMaxSge)
+      attr->max_wr == 0 || attr->max_wr > device_profile().max_qp_wr || attr->max_sge == 0 ||
+      attr->max_sge > device_profile().max_sge)
     return fail(EINVAL);
   auto* wq = new Wq();
   wq->ctx = ctx;

@@ -45,6 +45,7 @@ Knobs parse() {
   if (const char* v = env("SOFTVERBS_HOSTD_UID")) k.host_service_uid = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
   if (const char* v = env("SOFTVERBS_PCAP")) k.pcap_prefix = v;
   if (const char* v = env("SOFTVERBS_STAT_AT_EXIT")) k.stat_at_exit = std::strcmp(v, "0") != 0;
+  if (const char* v = env("SOFTVERBS_PROFILE")) k.profile = v;
   return k;
 }
 

@@ -44,6 +44,9 @@ struct Knobs {
   // destroyed and the device's when the process exits (softverbs-stat's
   // lines), for runs too short to be sampled (transport/roce_counters.h).
   bool stat_at_exit = false;
+  // SOFTVERBS_PROFILE: the device to report and enforce (a built-in
+  // profile's name or a profile file; "": softverbs' own). core/device_profile.h.
+  std::string profile;
 };
 
 // Parsed on first use; stable for the life of the process.

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "core/context.h"
+#include "core/device_profile.h"
 #include "shm/registry.h"
 #include "transport/roce_transport.h"
 #include "transport/shm_transport.h"
@@ -59,8 +60,11 @@ SV_EXPORT_1_1(ibv_get_device_list) ibv_device** sv_ibv_get_device_list(int* num_
   abi::refresh_sysfs_view();
   auto** list = static_cast<ibv_device**>(std::calloc(2, sizeof(ibv_device*)));
   if (!list) return abi::fail_null<ibv_device*>(ENOMEM);
-  list[0] = abi::the_device();
-  if (num_devices) *num_devices = 1;
+  // A SOFTVERBS_PROFILE that names no device (the reason logged once):
+  // none is listed, rather than a device other than the one asked for.
+  const bool listed = device_profile_or_null() != nullptr;
+  list[0] = listed ? abi::the_device() : nullptr;
+  if (num_devices) *num_devices = listed ? 1 : 0;
   return list;
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/device_attr.h"
+#include "core/device_profile.h"
 #include "core/gid_table.h"
 #include "core/limits.h"
 #include "shm/registry.h"
@@ -99,10 +100,10 @@ void describe_device(const std::string& name, Files* files, Links* links) {
   (*files)[dev + "node_type"] = "1: CA\n";
   (*files)[dev + "node_guid"] = guid_text(be64toh(attr.node_guid));
   (*files)[dev + "sys_image_guid"] = guid_text(be64toh(attr.sys_image_guid));
-  (*files)[dev + "fw_ver"] = std::string(firmware_version()) + "\n";
+  (*files)[dev + "fw_ver"] = std::string(attr.fw_ver) + "\n";
   (*files)[dev + "hca_type"] = "softverbs\n";
   (*files)[dev + "hw_rev"] = format("0x%x\n", attr.hw_ver);
-  (*files)[dev + "board_id"] = "SOFTVERBS\n";
+  (*files)[dev + "board_id"] = device_profile().board_id + "\n";
   (*files)[dev + "node_desc"] = std::string(host) + " " + name + "\n";
 
   const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_CONF));

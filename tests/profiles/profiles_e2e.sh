@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Device profiles (SOFTVERBS_PROFILE) as programs nobody here wrote see
+# them: ibv_devinfo shows the profile's device; a profile file overrides a
+# built-in one; a profile that names nothing lists no device (and says
+# why); on siw, which has no atomics, perftest's ib_atomic_lat cannot post
+# while on softverbs' own it runs; perftest knows the ConnectX-6 and sends
+# inline on it; ibv_rc_pingpong runs under each.
+#   profiles_e2e.sh SOURCE_DIR
+set -u
+here=$1
+source "$here/../common/tcp_port.sh"
+command -v ibv_devinfo >/dev/null || { echo "ibverbs-utils not installed"; exit 77; }
+work=$(mktemp -d)
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$work"' EXIT
+fail=0
+check() { if "${@:2}"; then echo "ok:   $1"; else echo "FAIL: $1"; fail=1; fi; }
+shows() { grep -Eq "^[[:space:]]*$2:[[:space:]]+$3\b" <<<"$1"; }
+
+rxe=$(SOFTVERBS_PROFILE=rxe ibv_devinfo -v 2>&1)
+cx6=$(SOFTVERBS_PROFILE=cx6 ibv_devinfo -v 2>&1)
+check "rxe: max_cqe 32767 (RXE_MAX_CQE)" shows "$rxe" max_cqe 32767
+check "rxe: max_mw 4096 (RXE_MAX_MW)" shows "$rxe" max_mw 4096
+check "rxe: no on-demand paging" eval '! grep -A1 general_odp_caps <<<"$rxe" | grep -q ODP_SUPPORT'
+check "cx6: on-demand paging" eval 'grep -A1 general_odp_caps <<<"$cx6" | grep -q ODP_SUPPORT'
+check "rxe: max_msg_sz 0x800000 (RXE_PORT_MAX_MSG_SZ)" shows "$rxe" max_msg_sz 0x800000
+siw=$(SOFTVERBS_PROFILE=siw ibv_devinfo -v 2>&1)
+check "siw: vendor_id 0x626d74 (SIW_VENDOR_ID)" shows "$siw" vendor_id 0x626d74
+check "siw: max_sge 6 (SIW_MAX_SGE)" shows "$siw" max_sge 6
+check "siw: atomic_cap ATOMIC_NONE" shows "$siw" atomic_cap ATOMIC_NONE
+
+cat >"$work/mine.profile" <<'EOF'
+# rxe, with fewer work requests and SGEs
+base = rxe
+name = small-rxe
+max_qp_wr = 256
+max_sge = 4
+EOF
+mine=$(SOFTVERBS_PROFILE="$work/mine.profile" ibv_devinfo -v 2>&1)
+check "a profile file: its own max_qp_wr" shows "$mine" max_qp_wr 256
+check "a profile file: the rest from its base (rxe)" shows "$mine" max_cqe 32767
+check "a profile file: its max_sge" shows "$mine" max_sge 4
+
+check "cx6: vendor_part_id 4123, Mellanox's vendor id" eval 'shows "$cx6" vendor_part_id 4123 && shows "$cx6" vendor_id 0x02c9'
+check "cx6: its firmware" shows "$cx6" fw_ver 20.29.1016
+check "cx6: max_sge 30" shows "$cx6" max_sge 30
+check "cx6: 4X HDR (50 Gb/s a lane)" shows "$cx6" active_speed "50.0 Gbps"
+
+none=$(SOFTVERBS_PROFILE=no-such-nic ibv_devinfo 2>&1)
+check "an unknown profile: no device listed" grep -q "No IB devices found" <<<"$none"
+check "an unknown profile: says why" grep -q "SOFTVERBS_PROFILE=no-such-nic: no such profile" <<<"$none"
+
+gid=$(ibv_devinfo -v | sed -nE 's/^[[:space:]]*GID\[ *([0-9]+)\]:[[:space:]]+::ffff:127\.0\.0\.1,.*/\1/p' | head -1)
+[[ -n $gid ]] || { echo "FAIL: no GID for 127.0.0.1"; exit 1; }
+port=$((18800 + RANDOM % 200))
+# pair NAME PROFILE CLIENT_OUT TOOL ARGS...: server and client of TOOL under PROFILE; the client's status
+pair() {
+  local profile=$1 out=$2
+  shift 2
+  SOFTVERBS_PROFILE=$profile timeout 30 "$@" -p "$port" >"$out.server" 2>&1 &
+  local server=$!
+  pids+=("$server")
+  wait_tcp_port "$port" 10 "$server"
+  SOFTVERBS_PROFILE=$profile timeout 30 "$@" -p "$port" 127.0.0.1 >"$out" 2>&1
+  local rc=$?
+  kill "$server" 2>/dev/null
+  wait "$server" 2>/dev/null
+  port=$((port + 1))
+  return $rc
+}
+pair softverbs "$work/atomic_own" ib_atomic_lat -n 200 -x "$gid"
+check "softverbs' own: ib_atomic_lat runs" test $? = 0
+pair siw "$work/atomic_siw" ib_atomic_lat -n 200 -x "$gid"
+rc=$?
+check "siw: ib_atomic_lat fails" test $rc != 0
+check "siw: at its first atomic post" grep -q "Couldn't post send" "$work/atomic_siw"
+# perftest knows devices by vendor part: as a ConnectX-6 we get its inline
+# sends; as softverbs' own, it turns them off.
+pair cx6 "$work/inline_cx6" ib_write_lat -s 600 -I 600 -n 200 -x "$gid"
+check "cx6: ib_write_lat runs" test $? = 0
+check "cx6: perftest sends 600 bytes inline, as on a ConnectX" grep -q "Max inline data : 600\[B\]" "$work/inline_cx6"
+pair softverbs "$work/inline_own" ib_write_lat -s 600 -I 600 -n 200 -x "$gid"
+check "softverbs' own: perftest does not know it, and sends nothing inline" \
+  grep -q "Device not recognized to implement inline feature" "$work/inline_own"
+for profile in rxe siw cx6; do
+  pair "$profile" "$work/pingpong_$profile" ibv_rc_pingpong -g "$gid" -n 100
+  check "$profile: ibv_rc_pingpong runs" test $? = 0
+done
+((fail)) && for f in "$work"/*; do echo "== $f"; tail -n 5 "$f"; done
+exit $fail
