@@ -7,6 +7,7 @@
 #include "core/channel.h"
 #include "core/context.h"
 #include "core/device_profile.h"
+#include "core/faults.h"
 #include "core/limits.h"
 #include "core/qp.h"
 #include "core/recv_queue.h"
@@ -88,6 +89,10 @@ void report_overrun(Cq* cq) {
 }  // namespace
 
 Cq* create_cq(Context* ctx, int cqe, void* cq_context, Channel* chan, int comp_vector, uint64_t wc_flags) {
+  if (int e = faults::call(faults::Call::kCreateCq)) {
+    errno = e;
+    return nullptr;
+  }
   if (cqe < 1 || static_cast<uint32_t>(cqe) > device_profile().max_cqe || comp_vector < 0 ||
       comp_vector >= ctx->context.num_comp_vectors) {
     errno = EINVAL;

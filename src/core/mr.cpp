@@ -9,6 +9,7 @@
 #include "core/dm.h"
 #include "core/handles.h"
 #include "core/device_profile.h"
+#include "core/faults.h"
 #include "core/limits.h"
 #include "core/mw.h"
 #include "core/pinned_pages.h"
@@ -123,6 +124,10 @@ void unpin(Mr& mr, shm::Host& host) {
 
 
 Mr* reg_mr(Pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
+  if (int e = faults::call(faults::Call::kRegMr)) {
+    errno = e;
+    return nullptr;
+  }
   if (int err = check_access(access)) {
     errno = err;
     return nullptr;

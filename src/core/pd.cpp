@@ -5,6 +5,7 @@
 #include "core/handles.h"
 #include "core/lid.h"
 #include "core/device_profile.h"
+#include "core/faults.h"
 #include "core/limits.h"
 #include "util/knobs.h"
 #include "util/log.h"
@@ -16,6 +17,10 @@ std::atomic<uint32_t> g_pd_count{0};  // PDs of the process (max_pd is the devic
 }
 
 Pd* alloc_pd(Context* ctx) {
+  if (int e = faults::call(faults::Call::kAllocPd)) {
+    errno = e;
+    return nullptr;
+  }
   if (g_pd_count.fetch_add(1) >= device_profile().max_pd) {
     g_pd_count.fetch_sub(1);
     errno = ENOMEM;
@@ -110,6 +115,10 @@ Destination resolve_destination(Context* ctx, const ibv_ah_attr& attr) {
 }
 
 Ah* create_ah(Pd* pd, const ibv_ah_attr& attr) {
+  if (int e = faults::call(faults::Call::kCreateAh)) {
+    errno = e;
+    return nullptr;
+  }
   if (int e = check_ah_attr(pd->ctx, attr)) {
     errno = e;
     return nullptr;

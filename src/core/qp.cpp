@@ -12,6 +12,7 @@
 
 #include "core/async_events.h"
 #include "core/device_profile.h"
+#include "core/faults.h"
 #include "core/limits.h"
 #include "core/qp_state.h"
 #include "core/requester.h"
@@ -312,6 +313,10 @@ void forget_completions(Qp* qp, bool with_stragglers) {
 }  // namespace
 
 Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
+  if (int e = faults::call(faults::Call::kCreateQp)) {
+    errno = e;
+    return nullptr;
+  }
   if (int e = check_init_attr(ctx, *attr)) {
     SV_INFO("create_qp refused (%s)", strerror(e));
     errno = e;
@@ -440,6 +445,7 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
 }
 
 int modify_qp(Qp* qp, ibv_qp_attr* attr, int mask) {
+  if (int e = faults::call(faults::Call::kModifyQp)) return e;
   if (is_opened_handle(qp)) return modify_opened(qp, attr, mask);
   // As the kernel's uverbs does before checking the mask (modify_qp_mask()):
   // each side of XRC ignores the other side's attributes, so applications
@@ -583,6 +589,10 @@ void handle_qp_attention(Cq* cq) {
 }
 
 int post_recv(Qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  if (int e = faults::call(faults::Call::kPostRecv)) {
+    *bad = wr;
+    return e;
+  }
   if (qp->srq_obj || !qp->rq.shared()) {
     *bad = wr;
     return EINVAL;  // receives of this QP go to its SRQ; XRC QPs have no receive queue
@@ -601,7 +611,18 @@ int post_recv(Qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   return rc;
 }
 
-int post_send(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+namespace {
+
+// ibv_post_send, with SOFTVERBS_FAULTS' rules (kFaults) or without: post_send
+// chooses, so that without them the faults cost it one load and a branch.
+template <bool kFaults>
+[[gnu::always_inline]] inline int post_send_impl(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  if constexpr (kFaults) {
+    if (int e = faults::call_fault(faults::Call::kPostSend)) {
+      *bad = wr;
+      return e;
+    }
+  }
   std::lock_guard g(qp->sq_mu);
   absorb_remote_error_locked(qp);
   ibv_qp_state st = qp->state();
@@ -637,7 +658,10 @@ int post_send(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     }
     uint64_t pos = qp->sq_tail;
     Response answer{};
-    const DirectRun direct = execute_direct(qp, pos, wr, &answer);
+    ibv_wc_status injected = IBV_WC_SUCCESS;  // (SOFTVERBS_FAULTS: queued, and failed in its turn)
+    bool fault = false;
+    if constexpr (kFaults) fault = faults::completion_fault_slow(qp->qp_base.qp_num, wr->opcode, &injected);
+    const DirectRun direct = fault ? DirectRun::kNotTaken : execute_direct(qp, pos, wr, &answer);
     if (direct == DirectRun::kDone) {
       qp->sq_tail = pos + 1;
       continue;
@@ -707,11 +731,19 @@ int post_send(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       d.qkey = (wr->wr.ud.remote_qkey & 0x80000000u) ? qp->attr.qkey : wr->wr.ud.remote_qkey;
     }
     qp->sq_tail = pos + 1;
+    if constexpr (kFaults)
+      if (fault) qp->fault_wqes.emplace_back(pos, injected);
     if (direct == DirectRun::kAnswered) answer_direct(qp, pos, answer);
   }
   if (rc) *bad = wr;
   run_send_queue_locked(qp);
   return rc;
+}
+
+}  // namespace
+
+int post_send(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  return __builtin_expect(faults::g_armed, 0) ? post_send_impl<true>(qp, wr, bad) : post_send_impl<false>(qp, wr, bad);
 }
 
 }  // namespace sv

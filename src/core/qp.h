@@ -86,6 +86,9 @@ struct Qp : ibv_qp_ex, PrivateHeapObject {
   PrivateVector<Destination> sq_ud;    // UD: each slot's destination (AH and WR)
   PrivateVector<uint8_t> odp_scratch;  // bytes of on-demand MRs in transit (requester.cpp)
   PrivateVector<uint32_t> sq_xrc_srqn;   // XRC_SEND: each slot's remote SRQ number
+  // Send queue positions whose work requests complete with an injected
+  // status (SOFTVERBS_FAULTS' wc= rules, core/faults.h). Under sq_mu.
+  PrivateVector<std::pair<uint64_t, ibv_wc_status>> fault_wqes;
   uint64_t sq_mask = 0;
   std::atomic<uint64_t> sq_head{0};
   uint64_t sq_exec = 0;

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/faults.h"
 #include "core/mr.h"
 #include "core/mw.h"
 #include "core/qp.h"
@@ -23,6 +24,7 @@ void wr_start(ibv_qp_ex* q) {
   qp->batch_error = 0;
   ibv_qp_state st = qp->state();
   if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) qp->batch_error = EINVAL;
+  if (int e = faults::call(faults::Call::kPostSend)) qp->batch_error = e;  // (ibv_wr_complete's, as ibv_post_send's)
 }
 
 // An entry point from C (the inline ibv_wr_complete): nothing escapes it,
@@ -45,6 +47,7 @@ int wr_complete(ibv_qp_ex* q) {
 void wr_abort(ibv_qp_ex* q) {
   Qp* qp = qp_of(q);
   qp->batch_cur = nullptr;
+  while (!qp->fault_wqes.empty() && qp->fault_wqes.back().first >= qp->sq_tail) qp->fault_wqes.pop_back();
   qp->sq_mu.unlock();
 }
 
@@ -73,6 +76,8 @@ SendWqe* begin(ibv_qp_ex* q, ibv_wr_opcode op, uint64_t needed_flag) {
   w.num_sge = 0;
   w.signaled = qp->sig_all || (q->wr_flags & IBV_SEND_SIGNALED);
   w.inlined = false;
+  if (ibv_wc_status injected; faults::completion_fault(qp->qp_base.qp_num, op, &injected))
+    qp->fault_wqes.emplace_back(qp->batch_tail, injected);
   if (qp->type == IBV_QPT_UD) qp->ud_dest(qp->batch_tail) = Destination{};  // until wr_set_ud_addr
   qp->batch_cur = &w;
   ++qp->batch_tail;

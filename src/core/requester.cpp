@@ -6,6 +6,7 @@
 #include "core/context.h"
 #include "core/ib_timers.h"
 #include "core/device_profile.h"
+#include "core/faults.h"
 #include "core/limits.h"
 #include "core/mr.h"
 #include "core/mw.h"
@@ -346,11 +347,28 @@ bool execute_raw(Qp* qp, uint64_t pos) {
   return true;
 }
 
+// The status injected for the WQE at `pos` (SOFTVERBS_FAULTS), taken from
+// the QP's list; IBV_WC_SUCCESS when none.
+ibv_wc_status take_injected(Qp* qp, uint64_t pos) {
+  while (!qp->fault_wqes.empty() && qp->fault_wqes.front().first < pos)  // (flushed meanwhile)
+    qp->fault_wqes.erase(qp->fault_wqes.begin());
+  if (qp->fault_wqes.empty() || qp->fault_wqes.front().first != pos) return IBV_WC_SUCCESS;
+  const ibv_wc_status st = qp->fault_wqes.front().second;
+  qp->fault_wqes.erase(qp->fault_wqes.begin());
+  return st;
+}
+
 // Executes the WQE at sq_exec. False when the queue must wait (retry later).
 // The common case (a SEND or WRITE of at most one MTU that the peer
 // acknowledges) takes the straight line; everything else branches off.
 bool execute_next(Qp* qp) {
   const uint64_t pos = qp->sq_exec;
+  if (__builtin_expect(faults::g_armed, 0) && !qp->fault_wqes.empty()) {
+    if (const ibv_wc_status st = take_injected(qp, pos); st != IBV_WC_SUCCESS) {
+      fail(qp, pos, st);  // as the device's own error would: the QP to ERR, the rest flushed
+      return true;
+    }
+  }
   if (__builtin_expect(qp->type == IBV_QPT_RAW_PACKET, 0)) return execute_raw(qp, pos);
   const SendWqe& w = qp->slot(pos);
   if ((w.length > limits::kMtuBytes || w.opcode >= IBV_WR_RDMA_READ) && !passes_rare_checks(qp, pos, w))
@@ -397,6 +415,9 @@ bool execute_next(Qp* qp) {
 bool pipeline_next(Qp* qp) {
   const uint64_t pos = qp->sq_sent;
   const SendWqe& w = qp->slot(pos);
+  // (An injected completion waits for those before it: execute_next.)
+  if (__builtin_expect(faults::g_armed, 0) && !qp->fault_wqes.empty() && qp->fault_wqes.front().first == pos)
+    return false;
   if (w.opcode != IBV_WR_SEND && w.opcode != IBV_WR_SEND_WITH_IMM && w.opcode != IBV_WR_SEND_WITH_INV &&
       w.opcode != IBV_WR_RDMA_WRITE && w.opcode != IBV_WR_RDMA_WRITE_WITH_IMM)
     return false;
@@ -553,6 +574,7 @@ void flush_send_queue_locked(Qp* qp) {
     uint64_t pos = qp->sq_exec;
     complete(qp, pos, IBV_WC_WR_FLUSH_ERR);
   }
+  qp->fault_wqes.clear();
 }
 
 void flush_recv_queue(Qp* qp) {

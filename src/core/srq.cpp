@@ -4,12 +4,17 @@
 
 #include "core/cq.h"
 #include "core/device_profile.h"
+#include "core/faults.h"
 #include "core/limits.h"
 #include "core/xrcd.h"
 
 namespace sv {
 
 Srq* create_srq(Pd* pd, ibv_srq_init_attr* attr, Xrcd* xrcd, Cq* cq) {
+  if (int e = faults::call(faults::Call::kCreateSrq)) {
+    errno = e;
+    return nullptr;
+  }
   ibv_srq_attr& a = attr->attr;
   if (a.max_wr == 0 || a.max_wr > device_profile().max_srq_wr || a.max_sge == 0 ||
       a.max_sge > device_profile().max_srq_sge ||

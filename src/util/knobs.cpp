@@ -46,6 +46,7 @@ Knobs parse() {
   if (const char* v = env("SOFTVERBS_PCAP")) k.pcap_prefix = v;
   if (const char* v = env("SOFTVERBS_STAT_AT_EXIT")) k.stat_at_exit = std::strcmp(v, "0") != 0;
   if (const char* v = env("SOFTVERBS_PROFILE")) k.profile = v;
+  if (const char* v = env("SOFTVERBS_FAULTS")) k.faults = v;
   return k;
 }
 

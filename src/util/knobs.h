@@ -47,6 +47,9 @@ struct Knobs {
   // SOFTVERBS_PROFILE: the device to report and enforce (a built-in
   // profile's name or a profile file; "": softverbs' own). core/device_profile.h.
   std::string profile;
+  // SOFTVERBS_FAULTS: rules of faults to inject (or a file of them); "":
+  // none. core/faults.h.
+  std::string faults;
 };
 
 // Parsed on first use; stable for the life of the process.

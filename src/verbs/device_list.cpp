@@ -8,6 +8,7 @@
 
 #include "core/context.h"
 #include "core/device_profile.h"
+#include "core/faults.h"
 #include "shm/registry.h"
 #include "transport/roce_transport.h"
 #include "transport/shm_transport.h"
@@ -60,9 +61,11 @@ SV_EXPORT_1_1(ibv_get_device_list) ibv_device** sv_ibv_get_device_list(int* num_
   abi::refresh_sysfs_view();
   auto** list = static_cast<ibv_device**>(std::calloc(2, sizeof(ibv_device*)));
   if (!list) return abi::fail_null<ibv_device*>(ENOMEM);
-  // A SOFTVERBS_PROFILE that names no device (the reason logged once):
-  // none is listed, rather than a device other than the one asked for.
-  const bool listed = device_profile_or_null() != nullptr;
+  // A SOFTVERBS_PROFILE that names no device, SOFTVERBS_FAULTS that do not
+  // parse (the reason logged once): none is listed, rather than a device
+  // other than the one asked for, or one that injects other faults.
+  const bool profile_ok = device_profile_or_null() != nullptr;
+  const bool listed = faults::load() && profile_ok;
   list[0] = listed ? abi::the_device() : nullptr;
   if (num_devices) *num_devices = listed ? 1 : 0;
   return list;

@@ -1,0 +1,256 @@
+#include "core/faults.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <vector>
+
+#include "util/clock.h"
+#include "util/knobs.h"
+#include "util/log.h"
+
+namespace sv::faults {
+
+bool g_armed = false;
+
+namespace {
+
+constexpr const char* kCallNames[] = {"ibv_alloc_pd",  "ibv_reg_mr",    "ibv_create_cq", "ibv_create_qp", "ibv_modify_qp",
+                                      "ibv_create_srq", "ibv_create_ah", "ibv_post_send", "ibv_post_recv"};
+static_assert(std::size(kCallNames) == static_cast<size_t>(Call::kCount));
+
+constexpr const char* kStatusNames[] = {
+    "SUCCESS",       "LOC_LEN_ERR",      "LOC_QP_OP_ERR",   "LOC_EEC_OP_ERR",    "LOC_PROT_ERR",     "WR_FLUSH_ERR",
+    "MW_BIND_ERR",   "BAD_RESP_ERR",     "LOC_ACCESS_ERR",  "REM_INV_REQ_ERR",   "REM_ACCESS_ERR",   "REM_OP_ERR",
+    "RETRY_EXC_ERR", "RNR_RETRY_EXC_ERR", "LOC_RDD_VIOL_ERR", "REM_INV_RD_REQ_ERR", "REM_ABORT_ERR",  "INV_EECN_ERR",
+    "INV_EEC_STATE_ERR", "FATAL_ERR",    "RESP_TIMEOUT_ERR", "GENERAL_ERR"};
+
+struct Named {
+  const char* name;
+  int value;
+};
+constexpr Named kErrnos[] = {{"ENOMEM", ENOMEM},   {"EINVAL", EINVAL},     {"EAGAIN", EAGAIN},
+                             {"EBUSY", EBUSY},     {"ENOSPC", ENOSPC},     {"EPERM", EPERM},
+                             {"EACCES", EACCES},   {"EFAULT", EFAULT},     {"EIO", EIO},
+                             {"ENODEV", ENODEV},   {"ETIMEDOUT", ETIMEDOUT}, {"EOPNOTSUPP", EOPNOTSUPP},
+                             {"ENOBUFS", ENOBUFS}, {"EMFILE", EMFILE}};
+constexpr Named kOpcodes[] = {{"SEND", IBV_WR_SEND},
+                              {"SEND_WITH_IMM", IBV_WR_SEND_WITH_IMM},
+                              {"RDMA_WRITE", IBV_WR_RDMA_WRITE},
+                              {"RDMA_WRITE_WITH_IMM", IBV_WR_RDMA_WRITE_WITH_IMM},
+                              {"RDMA_READ", IBV_WR_RDMA_READ},
+                              {"ATOMIC_CMP_AND_SWP", IBV_WR_ATOMIC_CMP_AND_SWP},
+                              {"ATOMIC_FETCH_AND_ADD", IBV_WR_ATOMIC_FETCH_AND_ADD}};
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+bool number(std::string_view v, uint64_t* out) {
+  int base = 10;
+  if (v.size() > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X')) {
+    v.remove_prefix(2);
+    base = 16;
+  }
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), *out, base);
+  return ec == std::errc() && end == v.data() + v.size() && !v.empty();
+}
+
+bool real(std::string_view v, double* out) {
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), *out);
+  return ec == std::errc() && end == v.data() + v.size() && !v.empty();
+}
+
+template <size_t N>
+bool lookup(const Named (&table)[N], std::string_view v, int* out) {
+  for (const Named& n : table)
+    if (v == n.name) return *out = n.value, true;
+  uint64_t x;
+  if (number(v, &x) && x < 1u << 16) return *out = static_cast<int>(x), true;
+  return false;
+}
+
+bool parse_rule(std::string_view text, Rules* rules, std::string* why) {
+  Rule r;
+  r.text = std::string(text);
+  bool kind = false, seed_only = true;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    const std::string_view item = trim(text.substr(0, comma));
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos) return *why = "'" + std::string(item) + "': not key=value", false;
+    const std::string_view key = trim(item.substr(0, eq)), v = trim(item.substr(eq + 1));
+    uint64_t x = 0;
+    if (key == "seed") {  // (for every rule; alone, or beside one's keys)
+      if (!number(v, &rules->seed)) return *why = "seed: not a number", false;
+      seed_only = !kind && seed_only;
+      continue;
+    }
+    seed_only = false;
+    if (key == "call") {
+      size_t i = 0;
+      while (i < std::size(kCallNames) && v != kCallNames[i]) ++i;
+      if (i == std::size(kCallNames)) return *why = "call: no verbs call '" + std::string(v) + "' to fail", false;
+      r.call = static_cast<Call>(i);
+      kind = true;
+    } else if (key == "wc") {
+      std::string_view s = v.substr(0, 7) == "IBV_WC_" ? v.substr(7) : v;
+      size_t i = 1;  // (SUCCESS is no fault)
+      while (i < std::size(kStatusNames) && s != kStatusNames[i]) ++i;
+      if (i == std::size(kStatusNames)) return *why = "wc: no completion status '" + std::string(v) + "'", false;
+      r.completion = true;
+      r.status = static_cast<ibv_wc_status>(i);
+      kind = true;
+    } else if (key == "errno") {
+      if (!lookup(kErrnos, v, &r.err) || r.err == 0) return *why = "errno: '" + std::string(v) + "'", false;
+    } else if (key == "opcode") {
+      std::string_view s = v.substr(0, 7) == "IBV_WR_" ? v.substr(7) : v;
+      if (!lookup(kOpcodes, s, &r.opcode)) return *why = "opcode: '" + std::string(v) + "'", false;
+    } else if (key == "qp") {
+      if (!number(v, &x) || x >= 1u << 24) return *why = "qp: not a QP number", false;
+      r.qpn = static_cast<int64_t>(x);
+    } else if (key == "nth" || key == "every" || key == "count") {
+      if (!number(v, &x) || x == 0) return *why = std::string(key) + ": a number from 1", false;
+      (key == "nth" ? r.nth : key == "every" ? r.every : r.count) = x;
+    } else if (key == "p") {
+      if (!real(v, &r.p) || r.p < 0 || r.p > 1) return *why = "p: a probability, 0 to 1", false;
+    } else if (key == "after") {
+      double s;
+      if (!real(v, &s) || s < 0) return *why = "after: seconds", false;
+      r.after_ns = static_cast<uint64_t>(s * 1e9);
+    } else {
+      return *why = "unknown key '" + std::string(key) + "'", false;
+    }
+  }
+  if (seed_only) return true;
+  if (!kind) return *why = "neither call= nor wc=", false;
+  if (!r.completion && !r.err) r.err = ENOMEM;
+  if (r.completion && (r.err)) return *why = "errno= is for call= rules", false;
+  if (!r.completion && (r.opcode >= 0 || r.qpn >= 0)) return *why = "opcode= and qp= are for wc= rules", false;
+  if (r.nth && !r.count) r.count = 1;
+  rules->rules.push_back(std::move(r));
+  return true;
+}
+
+std::mutex g_mu;
+Rules* g_rules = nullptr;  // (never freed: read until exit)
+std::mt19937_64 g_random;
+uint64_t g_loaded_ns = 0;
+uint64_t g_injected = 0;
+
+// Whether rule `r`, matched once more now, fires. Under g_mu.
+bool fires(Rule& r) {
+  ++r.matched;
+  if (r.count && r.fired >= r.count) return false;
+  bool yes;
+  if (r.nth) yes = r.matched == r.nth;
+  else if (r.every) yes = r.matched % r.every == 0;
+  else if (r.p >= 0) yes = std::uniform_real_distribution<double>(0, 1)(g_random) < r.p;
+  else yes = true;
+  if (yes && r.after_ns && monotonic_ns() - g_loaded_ns < r.after_ns) yes = false;
+  if (yes) {
+    ++r.fired;
+    ++g_injected;
+  }
+  return yes;
+}
+
+void print_at_exit() {
+  if (knobs().stat_at_exit) std::fprintf(stderr, "  faults     injected %lu\n", static_cast<unsigned long>(injected()));
+}
+
+}  // namespace
+
+bool parse(std::string_view text, Rules* out, std::string* why) {
+  out->rules.clear();
+  int n = 0;
+  while (!text.empty()) {
+    const size_t end = text.find_first_of(";\n");
+    std::string_view rule = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+    ++n;
+    if (const size_t hash = rule.find('#'); hash != std::string_view::npos) rule = rule.substr(0, hash);
+    rule = trim(rule);
+    if (rule.empty()) continue;
+    std::string reason;
+    if (!parse_rule(rule, out, &reason)) return *why = "rule " + std::to_string(n) + " (" + std::string(rule) + "): " + reason, false;
+  }
+  return true;
+}
+
+bool load() {
+  static std::once_flag once;
+  static bool ok = true;
+  std::call_once(once, [] {
+    std::string text = knobs().faults;
+    if (text.empty()) return;
+    if (text.find('=') == std::string::npos) {  // a file of rules
+      std::ifstream in(text);
+      if (!in) {
+        SV_ERROR("SOFTVERBS_FAULTS=%s: no rules and no readable file (%s): no device is listed", text.c_str(),
+                 strerror(errno));
+        ok = false;
+        return;
+      }
+      std::stringstream s;
+      s << in.rdbuf();
+      text = s.str();
+    }
+    auto* rules = new Rules;
+    std::string why;
+    if (!parse(text, rules, &why)) {
+      SV_ERROR("SOFTVERBS_FAULTS: %s: no device is listed", why.c_str());
+      ok = false;
+      return;
+    }
+    g_random.seed(rules->seed);
+    g_loaded_ns = monotonic_ns();
+    g_rules = rules;
+    g_armed = !rules->rules.empty();
+    std::atexit(print_at_exit);
+    SV_INFO("SOFTVERBS_FAULTS: %zu rules, seed %lu", rules->rules.size(), static_cast<unsigned long>(rules->seed));
+  });
+  return ok;
+}
+
+int call_fault(Call c) {
+  std::lock_guard g(g_mu);
+  if (!g_rules) return 0;
+  for (Rule& r : g_rules->rules) {
+    if (r.completion || r.call != c || !fires(r)) continue;
+    SV_WARN("fault injected: %s fails with %s (rule '%s', call %lu)", kCallNames[static_cast<int>(c)],
+            strerrorname_np(r.err), r.text.c_str(), static_cast<unsigned long>(r.matched));
+    return r.err;
+  }
+  return 0;
+}
+
+bool completion_fault_slow(uint32_t qpn, ibv_wr_opcode opcode, ibv_wc_status* status) {
+  std::lock_guard g(g_mu);
+  if (!g_rules) return false;
+  for (Rule& r : g_rules->rules) {
+    if (!r.completion || (r.qpn >= 0 && static_cast<uint32_t>(r.qpn) != qpn) || (r.opcode >= 0 && r.opcode != opcode))
+      continue;
+    if (!fires(r)) continue;
+    SV_WARN("fault injected: QP %#x work request %lu of rule '%s' completes with %s", qpn,
+            static_cast<unsigned long>(r.matched), r.text.c_str(), ibv_wc_status_str(r.status));
+    *status = r.status;
+    return true;
+  }
+  return false;
+}
+
+uint64_t injected() {
+  std::lock_guard g(g_mu);
+  return g_injected;
+}
+
+}  // namespace sv::faults

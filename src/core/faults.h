@@ -1,0 +1,95 @@
+// Faults on demand (SOFTVERBS_FAULTS): a verbs call that fails with a
+// chosen errno, a work request that completes with a chosen status (and
+// everything a device does after it: the QP to ERR, the rest flushed), on
+// the Nth time, every Nth time, with a probability, or after a time, so a
+// test reaches the error paths a NIC reaches only when it must.
+//
+// SOFTVERBS_FAULTS holds rules separated by ';' or new lines (or names a
+// file of them), each a comma-separated list of key=value:
+//   call=ibv_reg_mr,errno=ENOMEM,nth=3
+//   call=ibv_post_send,errno=ENOMEM,p=0.01
+//   wc=RETRY_EXC_ERR,opcode=RDMA_WRITE,nth=100
+//   wc=REM_ACCESS_ERR,qp=0x10004,every=50,count=2
+//   seed=7
+// call: ibv_alloc_pd, ibv_reg_mr (every reg_mr form), ibv_create_cq (and
+// _ex), ibv_create_qp (and _ex), ibv_modify_qp, ibv_create_srq,
+// ibv_create_ah, ibv_post_send, ibv_post_recv. wc: a status name
+// (IBV_WC_ optional); opcode= (SEND, SEND_WITH_IMM, RDMA_WRITE,
+// RDMA_WRITE_WITH_IMM, RDMA_READ, ATOMIC_CMP_AND_SWP, ATOMIC_FETCH_AND_ADD)
+// and qp= (a QPN) narrow it to matching send work requests. Triggers: nth=N
+// (the Nth match, once), every=N (each Nth), p=P (each match with
+// probability P, from a generator seeded by seed=, default 1), after=S (each
+// match S seconds after the rules were read); count=K stops a rule after K
+// faults. Every fault is logged (warn) with its rule, and counted
+// (injected()); SOFTVERBS_STAT_AT_EXIT prints the count.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sv::faults {
+
+// The verbs calls a rule may name.
+enum class Call : uint8_t {
+  kAllocPd,
+  kRegMr,
+  kCreateCq,
+  kCreateQp,
+  kModifyQp,
+  kCreateSrq,
+  kCreateAh,
+  kPostSend,
+  kPostRecv,
+  kCount
+};
+
+// True when SOFTVERBS_FAULTS holds any rule (read once, at the first
+// verb): the checks below cost a load and a branch when it holds none.
+extern bool g_armed;
+// Reads SOFTVERBS_FAULTS (done by the first context; idempotent). False, the
+// reason logged, when it does not parse: then no device is listed.
+bool load();
+
+// The errno call `c` fails with now, or 0.
+int call_fault(Call c);
+inline int call(Call c) { return __builtin_expect(g_armed, 0) ? call_fault(c) : 0; }
+
+// Whether the send work request (`qpn`, `opcode`) completes with an
+// injected status now; *status then says which.
+bool completion_fault_slow(uint32_t qpn, ibv_wr_opcode opcode, ibv_wc_status* status);
+inline bool completion_fault(uint32_t qpn, ibv_wr_opcode opcode, ibv_wc_status* status) {
+  return __builtin_expect(g_armed, 0) && completion_fault_slow(qpn, opcode, status);
+}
+
+// Faults injected so far in this process.
+uint64_t injected();
+
+// One rule of SOFTVERBS_FAULTS, and what it has done.
+struct Rule {
+  std::string text;  // as written, for the log
+  bool completion = false;
+  Call call = Call::kCount;
+  int err = 0;                          // call: the errno
+  ibv_wc_status status = IBV_WC_SUCCESS;  // wc: the status
+  int opcode = -1;                      // wc: only this opcode (-1: any)
+  int64_t qpn = -1;                     // wc: only this QP (-1: any)
+  uint64_t nth = 0, every = 0, after_ns = 0;
+  double p = -1;
+  uint64_t count = 0;  // at most this many faults (0: no limit; nth: 1)
+  // State.
+  uint64_t matched = 0, fired = 0;
+};
+
+struct Rules {
+  std::vector<Rule> rules;
+  uint64_t seed = 1;
+};
+
+// Parses rules (for tests, and load()): false with the reason in *why.
+bool parse(std::string_view text, Rules* out, std::string* why);
+
+}  // namespace sv::faults

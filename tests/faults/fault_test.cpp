@@ -1,0 +1,109 @@
+// Faults on demand (SOFTVERBS_FAULTS, core/faults.h), through the public
+// verbs only. Each CTest entry (faults_*) runs one of these tests with the
+// rules it is about in its environment (tests/faults/CMakeLists.txt).
+#include <gtest/gtest.h>
+#include <infiniband/verbs.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "verbs_fixture.h"
+
+namespace {
+
+// call=ibv_reg_mr,errno=ENOMEM,nth=3: the third registration fails, alone.
+TEST(Faults, TheNthCallFailsWithTheChosenErrno) {
+  svtest::Device dev;
+  static char buf[4][4096];
+  std::vector<int> errs;
+  for (auto& b : buf) {
+    errno = 0;
+    ibv_mr* mr = ibv_reg_mr(dev.pd, b, sizeof b, IBV_ACCESS_LOCAL_WRITE);
+    errs.push_back(mr ? 0 : errno);
+    if (mr) ibv_dereg_mr(mr);
+  }
+  EXPECT_EQ(errs, (std::vector<int>{0, 0, ENOMEM, 0}));
+}
+
+// call=ibv_create_qp,errno=EAGAIN,every=2: every second one.
+TEST(Faults, EveryNthCallFails) {
+  svtest::Device dev;
+  ibv_cq* cq = ibv_create_cq(dev.ctx, 8, nullptr, nullptr, 0);
+  ASSERT_NE(cq, nullptr);
+  std::vector<int> errs;
+  for (int i = 0; i < 4; ++i) {
+    errno = 0;
+    ibv_qp* qp = svtest::create_rc_qp(dev.pd, cq);
+    errs.push_back(qp ? 0 : errno);
+    if (qp) ibv_destroy_qp(qp);
+  }
+  EXPECT_EQ(errs, (std::vector<int>{0, EAGAIN, 0, EAGAIN}));
+  ibv_destroy_cq(cq);
+}
+
+// wc=RETRY_EXC_ERR,opcode=RDMA_WRITE,nth=3: the third WRITE completes with
+// the status, the QP goes to ERR and what follows is flushed, as after a
+// device's own error; SENDs do not count.
+TEST(Faults, TheNthWorkRequestCompletesWithTheChosenStatusAndTheQpFails) {
+  svtest::Device dev;
+  svtest::QpPair pair(dev, IBV_QPT_RC);
+  svtest::Buffer local(dev.pd, 64), remote(dev.pd, 64);
+  auto post = [&](ibv_wr_opcode op, uint64_t id) {
+    ibv_sge sge = local.sge(0, 8);
+    ibv_send_wr wr{};
+    wr.wr_id = id;
+    wr.opcode = op;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = remote.addr();
+    wr.wr.rdma.rkey = remote.mr->rkey;
+    ibv_send_wr* bad = nullptr;
+    return ibv_post_send(pair.a, &wr, &bad);
+  };
+  ibv_recv_wr rwr{};
+  ibv_sge rsge = remote.sge(0, 64);
+  rwr.sg_list = &rsge;
+  rwr.num_sge = 1;
+  ibv_recv_wr* rbad = nullptr;
+  ASSERT_EQ(ibv_post_recv(pair.b, &rwr, &rbad), 0);
+  ASSERT_EQ(post(IBV_WR_SEND, 0), 0);
+  for (uint64_t id = 1; id <= 4; ++id) ASSERT_EQ(post(IBV_WR_RDMA_WRITE, id), 0);
+  std::vector<ibv_wc> wcs = svtest::poll_n(pair.cq_a, 5);
+  ASSERT_EQ(wcs.size(), 5u);
+  const ibv_wc_status want[] = {IBV_WC_SUCCESS, IBV_WC_SUCCESS, IBV_WC_SUCCESS, IBV_WC_RETRY_EXC_ERR,
+                                IBV_WC_WR_FLUSH_ERR};
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(wcs[i].wr_id, i);
+    EXPECT_EQ(wcs[i].status, want[i]) << "wr " << i << ": " << ibv_wc_status_str(wcs[i].status);
+  }
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(ibv_query_qp(pair.a, &attr, IBV_QP_STATE, &init), 0);
+  EXPECT_EQ(attr.qp_state, IBV_QPS_ERR);
+}
+
+// call=ibv_post_send,errno=ENOMEM,nth=2: the post fails, *bad names the
+// work request, nothing of it runs.
+TEST(Faults, APostThatFailsNamesItsWorkRequest) {
+  svtest::Device dev;
+  svtest::QpPair pair(dev, IBV_QPT_RC);
+  svtest::Buffer local(dev.pd, 64), remote(dev.pd, 64);
+  ibv_sge sge = local.sge(0, 8);
+  ibv_send_wr wr{};
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = remote.addr();
+  wr.wr.rdma.rkey = remote.mr->rkey;
+  EXPECT_EQ(svtest::post_and_wait(pair.a, pair.cq_a, wr), IBV_WC_SUCCESS);
+  ibv_send_wr* bad = nullptr;
+  EXPECT_EQ(ibv_post_send(pair.a, &wr, &bad), ENOMEM);
+  EXPECT_EQ(bad, &wr);
+  EXPECT_TRUE(svtest::poll_n(pair.cq_a, 1, 100).empty());
+  EXPECT_EQ(svtest::post_and_wait(pair.a, pair.cq_a, wr), IBV_WC_SUCCESS);
+}
+
+}  // namespace
