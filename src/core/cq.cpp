@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/async_events.h"
+#include "core/check.h"
 #include "core/channel.h"
 #include "core/context.h"
 #include "core/device_profile.h"
@@ -166,6 +167,11 @@ int destroy_cq(Cq* cq) {
   if (cq->chan) channel_detach(cq->chan, cq);
   // As libibverbs does: wait until every event we handed out was acked.
   pthread_mutex_lock(&cq->mutex);
+  if (check::on() && cq->comp_events_completed != cq->events_reported)
+    check::report("unacked-events",
+                  "ibv_destroy_cq: %u completion events from ibv_get_cq_event not acknowledged "
+                  "(ibv_ack_cq_events): it waits for them",
+                  cq->events_reported - cq->comp_events_completed);
   while (cq->comp_events_completed != cq->events_reported ||
          cq->async_events_completed != cq->async_reported)
     pthread_cond_wait(&cq->cond, &cq->mutex);

@@ -67,6 +67,10 @@ struct Cq : ibv_cq_ex, PrivateHeapObject {
   uint32_t events_reported = 0;  // completion events handed out (under ibv mutex)
   uint32_t async_reported = 0;   // async events handed out
   std::atomic<bool> error_reported{false};
+  // SOFTVERBS_CHECK's cq-too-small (core/check.h): the completions the QPs
+  // on it may have outstanding at once, and whether that was reported.
+  std::atomic<uint64_t> check_load{0};
+  std::atomic<bool> check_reported{false};
 
   // Extended polling (ibv_start_poll/next_poll/end_poll).
   shm::CqeFields current{};

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "core/async_events.h"
+#include "core/check.h"
 #include "core/device_profile.h"
 #include "core/faults.h"
 #include "core/limits.h"
@@ -90,6 +91,36 @@ bool opcode_allowed(ibv_qp_type t, int op) {
       // ATOMIC_WRITE: not on this device.
       return false;
   }
+}
+
+// SOFTVERBS_CHECK's sq-overrun (core/check.h): the send queue is full and
+// none of its work requests will ever complete to free it. Under sq_mu.
+void check_sq_overrun(Qp* qp) {
+  if (qp->sig_all) return;
+  for (uint64_t pos = qp->sq_head.load(std::memory_order_acquire); pos != qp->sq_tail; ++pos)
+    if (qp->slot(pos).signaled) return;
+  check::report("sq-overrun",
+                "ibv_post_send(QP %#x): the send queue is full (%u work requests), none of them signaled: "
+                "unsignaled work requests give their slots back only when a later signaled one completes "
+                "(ibv_post_send(3)), so it stays full; signal one every max_send_wr at least",
+                qp->qp_base.qp_num, qp->cap.max_send_wr);
+}
+
+// SOFTVERBS_CHECK's cq-too-small: what the QP may have completing at once
+// on its CQs, added (+1) or taken off (-1).
+void check_cq_load(Qp* qp, int sign) {
+  auto add = [&](Cq* cq, uint64_t n) {
+    if (!cq || !n) return;
+    const uint64_t load = sign > 0 ? cq->check_load.fetch_add(n) + n : cq->check_load.fetch_sub(n) - n;
+    if (sign > 0 && load > static_cast<uint64_t>(cq->cqe) && !cq->check_reported.exchange(true))
+      check::report("cq-too-small",
+                    "ibv_create_qp(QP %#x): its CQ holds %d completions, but the QPs on it may have %lu "
+                    "outstanding at once (their max_send_wr and max_recv_wr): it can overrun "
+                    "(IBV_EVENT_CQ_ERR, its QPs to ERR)",
+                    qp->qp_base.qp_num, cq->cqe, static_cast<unsigned long>(load));
+  };
+  add(qp->scq, qp->cap.max_send_wr);
+  add(qp->rcq, qp->cap.max_recv_wr);
 }
 
 // Checks the ibv_qp_init_attr_ex; 0 or the errno the verbs specify.
@@ -431,6 +462,7 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
   if (qp->pd_obj) qp->pd_obj->users().fetch_add(1);
   if (qp->scq) qp->scq->users.fetch_add(1);
   if (qp->rcq) qp->rcq->users.fetch_add(1);
+  if (check::on()) check_cq_load(qp, +1);
   if (qp->srq_obj) qp->srq_obj->users.fetch_add(1);
   if (qp->xrcd) qp->xrcd->users.fetch_add(1);
   if (qp->ind_table) qp->ind_table->qps.fetch_add(1);
@@ -535,6 +567,11 @@ int destroy_qp(Qp* qp) {
     ctx->qps.erase(qp->qp_base.qp_num);
   }
   pthread_mutex_lock(&qp->qp_base.mutex);
+  if (check::on() && qp->qp_base.events_completed != qp->async_reported)
+    check::report("unacked-events",
+                  "ibv_destroy_qp(QP %#x): %u async events from ibv_get_async_event not acknowledged "
+                  "(ibv_ack_async_event): it waits for them",
+                  qp->qp_base.qp_num, qp->async_reported - qp->qp_base.events_completed);
   while (qp->qp_base.events_completed != qp->async_reported)
     pthread_cond_wait(&qp->qp_base.cond, &qp->qp_base.mutex);
   pthread_mutex_unlock(&qp->qp_base.mutex);
@@ -543,6 +580,7 @@ int destroy_qp(Qp* qp) {
   if (!qp->srq_obj) qp->rq.release(arena);
   arena.free(qp->shared_off, sizeof(shm::QpShared));
   arena.give_qp_index(qp->index);
+  if (check::on()) check_cq_load(qp, -1);
   if (qp->pd_obj) qp->pd_obj->users().fetch_sub(1);
   if (qp->scq) qp->scq->users.fetch_sub(1);
   if (qp->rcq) qp->rcq->users.fetch_sub(1);
@@ -653,6 +691,7 @@ template <bool kFaults>
               static_cast<unsigned long>(qp->scq->local_head.load()),
               static_cast<unsigned long>(qp->scq->local_tail.load()),
               static_cast<unsigned long>(qp->scq->head));
+      if (check::on()) check_sq_overrun(qp);
       rc = ENOMEM;
       break;
     }

@@ -47,6 +47,7 @@ Knobs parse() {
   if (const char* v = env("SOFTVERBS_STAT_AT_EXIT")) k.stat_at_exit = std::strcmp(v, "0") != 0;
   if (const char* v = env("SOFTVERBS_PROFILE")) k.profile = v;
   if (const char* v = env("SOFTVERBS_FAULTS")) k.faults = v;
+  if (const char* v = env("SOFTVERBS_CHECK")) k.check = v;
   return k;
 }
 

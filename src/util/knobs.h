@@ -50,6 +50,8 @@ struct Knobs {
   // SOFTVERBS_FAULTS: rules of faults to inject (or a file of them); "":
   // none. core/faults.h.
   std::string faults;
+  // SOFTVERBS_CHECK: warn|abort: the validation layer (core/check.h); "": off.
+  std::string check;
 };
 
 // Parsed on first use; stable for the life of the process.
