@@ -16,6 +16,8 @@
 //   unacked-events     ibv_destroy_cq or ibv_destroy_qp with events from
 //                      ibv_get_cq_event / ibv_get_async_event never
 //                      acknowledged: the call waits for them, for ever.
+//   mr-in-use          ibv_dereg_mr of an MR that a posted, not yet
+//                      completed work request names.
 #pragma once
 
 #include <cstdint>

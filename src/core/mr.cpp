@@ -8,9 +8,11 @@
 #include "core/bounce_path.h"
 #include "core/dm.h"
 #include "core/handles.h"
+#include "core/check.h"
 #include "core/device_profile.h"
 #include "core/faults.h"
 #include "core/limits.h"
+#include "core/qp.h"
 #include "core/mw.h"
 #include "core/pinned_pages.h"
 #include "core/transport.h"
@@ -257,7 +259,42 @@ int rereg_mr(Mr* mr, int flags, Pd* pd, void* addr, size_t length, unsigned acce
   return 0;
 }
 
+namespace {
+
+// SOFTVERBS_CHECK's mr-in-use (core/check.h): a work request posted and not
+// yet completed names the MR being deregistered. (QPs are gathered under
+// objects_mu, then looked at one by one under their sq_mu, as
+// handle_qp_attention does.)
+void check_mr_in_use(const Mr* mr) {
+  Context* ctx = mr->pd_obj->ctx;
+  std::vector<Qp*> qps;
+  {
+    std::lock_guard g(ctx->objects_mu);
+    for (auto& [qpn, qp] : ctx->qps) qps.push_back(qp);
+  }
+  for (Qp* qp : qps) {
+    std::lock_guard g(qp->sq_mu);
+    for (uint64_t pos = qp->sq_exec; pos != qp->sq_tail; ++pos) {
+      const SendWqe& w = qp->slot(pos);
+      const ibv_sge* sges = qp->sges(pos);
+      for (uint32_t i = 0; i < w.num_sge; ++i)
+        if (sges[i].lkey == mr->lkey) {
+          check::report("mr-in-use",
+                        "ibv_dereg_mr(lkey %#x): work request %lu of QP %#x (wr_id %#lx), posted and not yet "
+                        "completed, names it: on a device it then completes with a protection error, or "
+                        "reads memory that is no longer the MR's",
+                        mr->lkey, static_cast<unsigned long>(pos), qp->qp_base.qp_num,
+                        static_cast<unsigned long>(w.wr_id));
+          return;
+        }
+    }
+  }
+}
+
+}  // namespace
+
 int dereg_mr(Mr* mr) {
+  if (check::on()) check_mr_in_use(mr);
   shm::Host& host = *mr->pd_obj->ctx->host;
   if (windows_bound_to(host, mr->handle)) return EBUSY;  // as the man page says: unbind them first
   // The struct that owns the resources: this one, or the original of an import.

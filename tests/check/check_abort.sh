@@ -6,7 +6,7 @@ set -u
 bin=$1
 fail=0
 for t in ASendQueueOverrunByUnsignaledWorkRequests:sq-overrun ACqSmallerThanWhatItsQpsCanComplete:cq-too-small \
-         DestroyingACqWithUnacknowledgedEvents:unacked-events; do
+         DestroyingACqWithUnacknowledgedEvents:unacked-events DeregisteringAnMrAWorkRequestStillNames:mr-in-use; do
   name=${t%%:*} check=${t#*:}
   out=$(SOFTVERBS_CHECK=abort timeout 30 "$bin" --gtest_filter="Check.$name" 2>&1)
   rc=$?

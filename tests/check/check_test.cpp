@@ -120,4 +120,24 @@ TEST(Check, DestroyingACqWithUnacknowledgedEvents) {
   ibv_destroy_comp_channel(ch);
 }
 
+// A SEND waits for a receive (RNR, retried for ever) while its MR is
+// deregistered.
+TEST(Check, DeregisteringAnMrAWorkRequestStillNames) {
+  svtest::Device dev;
+  svtest::QpPair pair(dev, IBV_QPT_RC);
+  auto* local = new svtest::Buffer(dev.pd, 64);
+  ibv_sge sge = local->sge(0, 8);
+  ibv_send_wr wr{};
+  wr.wr_id = 0x77;
+  wr.opcode = IBV_WR_SEND;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_send(pair.a, &wr, &bad), 0);  // (b has no receive: RNR)
+  expect_report("mr-in-use", [&] { EXPECT_EQ(ibv_dereg_mr(local->mr), 0); });
+  local->mr = nullptr;
+  delete local;
+}
+
 }  // namespace
