@@ -10,6 +10,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/trace.h"
 #include "util/knobs.h"
 #include "util/log.h"
 
@@ -79,6 +80,7 @@ void report(const char* check, const char* fmt, ...) {
   char site[256];
   call_site(site, sizeof site);
   std::fprintf(stderr, "softverbs[%d] check [%s]: %s\n  called from %s\n", getpid(), check, message, site);
+  if (trace::g_on) trace::instant(nullptr, check, message);
   if (g_mode == Mode::kAbort) {
     std::fprintf(stderr, "softverbs[%d] check: aborting (SOFTVERBS_CHECK=abort)\n", getpid());
     std::abort();

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <vector>
 
+#include "core/trace.h"
 #include "util/clock.h"
 #include "util/knobs.h"
 #include "util/log.h"
@@ -228,6 +229,8 @@ int call_fault(Call c) {
     if (r.completion || r.call != c || !fires(r)) continue;
     SV_WARN("fault injected: %s fails with %s (rule '%s', call %lu)", kCallNames[static_cast<int>(c)],
             strerrorname_np(r.err), r.text.c_str(), static_cast<unsigned long>(r.matched));
+    if (trace::g_on) trace::instant(nullptr, "fault", (std::string(kCallNames[static_cast<int>(c)]) + " fails with " +
+                                                       strerrorname_np(r.err) + " (" + r.text + ")").c_str());
     return r.err;
   }
   return 0;
@@ -243,6 +246,12 @@ bool completion_fault_slow(uint32_t qpn, ibv_wr_opcode opcode, ibv_wc_status* st
     SV_WARN("fault injected: QP %#x work request %lu of rule '%s' completes with %s", qpn,
             static_cast<unsigned long>(r.matched), r.text.c_str(), ibv_wc_status_str(r.status));
     *status = r.status;
+    if (trace::g_on) {
+      char what[160];
+      std::snprintf(what, sizeof what, "QP %#x: a work request completes with %s (%s)", qpn,
+                    ibv_wc_status_str(r.status), r.text.c_str());
+      trace::instant(nullptr, "fault", what);
+    }
     return true;
   }
   return false;

@@ -14,6 +14,7 @@
 #include "core/check.h"
 #include "core/device_profile.h"
 #include "core/faults.h"
+#include "core/trace.h"
 #include "core/limits.h"
 #include "core/qp_state.h"
 #include "core/requester.h"
@@ -278,6 +279,7 @@ void apply_attrs(Qp* qp, const ibv_qp_attr& a, int mask) {
 }
 
 void set_state(Qp* qp, ibv_qp_state st) {
+  if (__builtin_expect(trace::g_on, 0)) trace::state(qp, st);
   qp->attr.qp_state = qp->attr.cur_qp_state = st;
   qp->qp_base.state = st;
   qp->shared->state.store(st, std::memory_order_release);
@@ -419,6 +421,7 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
     return nullptr;
   }
   qp->sq.resize(c.max_send_wr);
+  if (trace::g_on) qp->trace_posted.resize(c.max_send_wr);
   qp->sq_sges.resize(uint64_t{c.max_send_wr} * c.max_send_sge);
   qp->sq_inline.resize(uint64_t{c.max_send_wr} * c.max_inline_data);
   if (qp->type == IBV_QPT_UD) qp->sq_ud.resize(c.max_send_wr);
@@ -651,8 +654,9 @@ int post_recv(Qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
 
 namespace {
 
-// ibv_post_send, with SOFTVERBS_FAULTS' rules (kFaults) or without: post_send
-// chooses, so that without them the faults cost it one load and a branch.
+// ibv_post_send, with SOFTVERBS_FAULTS' rules or SOFTVERBS_TRACE's timeline
+// (kFaults) or without: post_send chooses, so that without them they cost
+// it one load and a branch.
 template <bool kFaults>
 [[gnu::always_inline]] inline int post_send_impl(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   if constexpr (kFaults) {
@@ -699,10 +703,19 @@ template <bool kFaults>
     Response answer{};
     ibv_wc_status injected = IBV_WC_SUCCESS;  // (SOFTVERBS_FAULTS: queued, and failed in its turn)
     bool fault = false;
-    if constexpr (kFaults) fault = faults::completion_fault_slow(qp->qp_base.qp_num, wr->opcode, &injected);
+    if constexpr (kFaults) {
+      fault = faults::completion_fault(qp->qp_base.qp_num, wr->opcode, &injected);
+      if (trace::g_on) trace::posted(qp, pos);
+    }
     const DirectRun direct = fault ? DirectRun::kNotTaken : execute_direct(qp, pos, wr, &answer);
     if (direct == DirectRun::kDone) {
       qp->sq_tail = pos + 1;
+      if constexpr (kFaults)
+        if (trace::g_on) {
+          uint64_t length = 0;
+          for (int i = 0; i < wr->num_sge; ++i) length += wr->sg_list[i].length;
+          trace::done(qp, pos, wr->wr_id, wr->opcode, length, IBV_WC_SUCCESS);
+        }
       continue;
     }
     SendWqe& w = qp->slot(pos);
@@ -782,7 +795,8 @@ template <bool kFaults>
 }  // namespace
 
 int post_send(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
-  return __builtin_expect(faults::g_armed, 0) ? post_send_impl<true>(qp, wr, bad) : post_send_impl<false>(qp, wr, bad);
+  return __builtin_expect(faults::g_armed | trace::g_on, 0) ? post_send_impl<true>(qp, wr, bad)
+                                                            : post_send_impl<false>(qp, wr, bad);
 }
 
 }  // namespace sv

@@ -89,6 +89,9 @@ struct Qp : ibv_qp_ex, PrivateHeapObject {
   // Send queue positions whose work requests complete with an injected
   // status (SOFTVERBS_FAULTS' wc= rules, core/faults.h). Under sq_mu.
   PrivateVector<std::pair<uint64_t, ibv_wc_status>> fault_wqes;
+  // When each send queue slot's work request was posted (SOFTVERBS_TRACE,
+  // core/trace.h; empty without it).
+  PrivateVector<uint64_t> trace_posted;
   uint64_t sq_mask = 0;
   std::atomic<uint64_t> sq_head{0};
   uint64_t sq_exec = 0;

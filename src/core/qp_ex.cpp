@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/faults.h"
+#include "core/trace.h"
 #include "core/mr.h"
 #include "core/mw.h"
 #include "core/qp.h"
@@ -78,6 +79,7 @@ SendWqe* begin(ibv_qp_ex* q, ibv_wr_opcode op, uint64_t needed_flag) {
   w.inlined = false;
   if (ibv_wc_status injected; faults::completion_fault(qp->qp_base.qp_num, op, &injected))
     qp->fault_wqes.emplace_back(qp->batch_tail, injected);
+  if (__builtin_expect(trace::g_on, 0)) trace::posted(qp, qp->batch_tail);
   if (qp->type == IBV_QPT_UD) qp->ud_dest(qp->batch_tail) = Destination{};  // until wr_set_ud_addr
   qp->batch_cur = &w;
   ++qp->batch_tail;

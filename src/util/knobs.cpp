@@ -48,6 +48,7 @@ Knobs parse() {
   if (const char* v = env("SOFTVERBS_PROFILE")) k.profile = v;
   if (const char* v = env("SOFTVERBS_FAULTS")) k.faults = v;
   if (const char* v = env("SOFTVERBS_CHECK")) k.check = v;
+  if (const char* v = env("SOFTVERBS_TRACE")) k.trace = v;
   return k;
 }
 

@@ -52,6 +52,8 @@ struct Knobs {
   std::string faults;
   // SOFTVERBS_CHECK: warn|abort: the validation layer (core/check.h); "": off.
   std::string check;
+  // SOFTVERBS_TRACE: the timeline goes to <prefix>.<pid>.json (core/trace.h); "": none.
+  std::string trace;
 };
 
 // Parsed on first use; stable for the life of the process.

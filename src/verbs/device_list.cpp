@@ -10,6 +10,7 @@
 #include "core/device_profile.h"
 #include "core/check.h"
 #include "core/faults.h"
+#include "core/trace.h"
 #include "shm/registry.h"
 #include "transport/roce_transport.h"
 #include "transport/shm_transport.h"
@@ -67,6 +68,7 @@ SV_EXPORT_1_1(ibv_get_device_list) ibv_device** sv_ibv_get_device_list(int* num_
   // other than the one asked for, or one that injects other faults.
   const bool profile_ok = device_profile_or_null() != nullptr;
   check::load();
+  trace::load();
   const bool listed = faults::load() && profile_ok;
   list[0] = listed ? abi::the_device() : nullptr;
   if (num_devices) *num_devices = listed ? 1 : 0;
