@@ -110,6 +110,13 @@ bool parse_rule(std::string_view text, Rules* rules, std::string* why) {
       r.completion = true;
       r.status = static_cast<ibv_wc_status>(i);
       kind = true;
+    } else if (key == "event") {
+      std::string_view s = v.substr(0, 10) == "IBV_EVENT_" ? v.substr(10) : v;
+      if (s == "QP_FATAL") r.event_type = IBV_EVENT_QP_FATAL;
+      else if (s == "CQ_ERR") r.event_type = IBV_EVENT_CQ_ERR;
+      else return *why = "event: QP_FATAL or CQ_ERR, not '" + std::string(v) + "'", false;
+      r.event = true;
+      kind = true;
     } else if (key == "errno") {
       if (!lookup(kErrnos, v, &r.err) || r.err == 0) return *why = "errno: '" + std::string(v) + "'", false;
     } else if (key == "opcode") {
@@ -133,9 +140,10 @@ bool parse_rule(std::string_view text, Rules* rules, std::string* why) {
   }
   if (seed_only) return true;
   if (!kind) return *why = "neither call= nor wc=", false;
-  if (!r.completion && !r.err) r.err = ENOMEM;
-  if (r.completion && (r.err)) return *why = "errno= is for call= rules", false;
-  if (!r.completion && (r.opcode >= 0 || r.qpn >= 0)) return *why = "opcode= and qp= are for wc= rules", false;
+  if (!r.completion && !r.event && !r.err) r.err = ENOMEM;
+  if ((r.completion || r.event) && r.err) return *why = "errno= is for call= rules", false;
+  if (!r.completion && !r.event && (r.opcode >= 0 || r.qpn >= 0)) return *why = "opcode= and qp= are for wc= rules", false;
+  if (r.event && r.opcode >= 0) return *why = "opcode= is for wc= rules", false;
   if (r.nth && !r.count) r.count = 1;
   rules->rules.push_back(std::move(r));
   return true;
@@ -226,7 +234,7 @@ int call_fault(Call c) {
   std::lock_guard g(g_mu);
   if (!g_rules) return 0;
   for (Rule& r : g_rules->rules) {
-    if (r.completion || r.call != c || !fires(r)) continue;
+    if (r.completion || r.event || r.call != c || !fires(r)) continue;
     SV_WARN("fault injected: %s fails with %s (rule '%s', call %lu)", kCallNames[static_cast<int>(c)],
             strerrorname_np(r.err), r.text.c_str(), static_cast<unsigned long>(r.matched));
     if (trace::g_on) trace::instant(nullptr, "fault", (std::string(kCallNames[static_cast<int>(c)]) + " fails with " +
@@ -240,7 +248,7 @@ bool completion_fault_slow(uint32_t qpn, ibv_wr_opcode opcode, ibv_wc_status* st
   std::lock_guard g(g_mu);
   if (!g_rules) return false;
   for (Rule& r : g_rules->rules) {
-    if (!r.completion || (r.qpn >= 0 && static_cast<uint32_t>(r.qpn) != qpn) || (r.opcode >= 0 && r.opcode != opcode))
+    if (!r.completion || r.event || (r.qpn >= 0 && static_cast<uint32_t>(r.qpn) != qpn) || (r.opcode >= 0 && r.opcode != opcode))
       continue;
     if (!fires(r)) continue;
     SV_WARN("fault injected: QP %#x work request %lu of rule '%s' completes with %s", qpn,
@@ -252,6 +260,24 @@ bool completion_fault_slow(uint32_t qpn, ibv_wr_opcode opcode, ibv_wc_status* st
                     ibv_wc_status_str(r.status), r.text.c_str());
       trace::instant(nullptr, "fault", what);
     }
+    return true;
+  }
+  return false;
+}
+
+bool event_fault_slow(uint32_t qpn, ibv_event_type* type) {
+  std::lock_guard g(g_mu);
+  if (!g_rules) return false;
+  for (Rule& r : g_rules->rules) {
+    if (!r.event || (r.qpn >= 0 && static_cast<uint32_t>(r.qpn) != qpn) || !fires(r)) continue;
+    SV_WARN("fault injected: QP %#x, post %lu of rule '%s': %s", qpn, static_cast<unsigned long>(r.matched),
+            r.text.c_str(), ibv_event_type_str(r.event_type));
+    if (trace::g_on) {
+      char what[160];
+      std::snprintf(what, sizeof what, "QP %#x: %s (%s)", qpn, ibv_event_type_str(r.event_type), r.text.c_str());
+      trace::instant(nullptr, "fault", what);
+    }
+    *type = r.event_type;
     return true;
   }
   return false;

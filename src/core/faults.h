@@ -10,10 +10,13 @@
 //   call=ibv_post_send,errno=ENOMEM,p=0.01
 //   wc=RETRY_EXC_ERR,opcode=RDMA_WRITE,nth=100
 //   wc=REM_ACCESS_ERR,qp=0x10004,every=50,count=2
+//   event=QP_FATAL,nth=100
 //   seed=7
 // call: ibv_alloc_pd, ibv_reg_mr (every reg_mr form), ibv_create_cq (and
 // _ex), ibv_create_qp (and _ex), ibv_modify_qp, ibv_create_srq,
-// ibv_create_ah, ibv_post_send, ibv_post_recv. wc: a status name
+// ibv_create_ah, ibv_post_send, ibv_post_recv. event=QP_FATAL or CQ_ERR:
+// at a post to the QP (qp= narrows it), the async event is raised and the
+// QP goes to ERR, as a device's own fatal error would take it. wc: a status name
 // (IBV_WC_ optional); opcode= (SEND, SEND_WITH_IMM, RDMA_WRITE,
 // RDMA_WRITE_WITH_IMM, RDMA_READ, ATOMIC_CMP_AND_SWP, ATOMIC_FETCH_AND_ADD)
 // and qp= (a QPN) narrow it to matching send work requests. Triggers: nth=N
@@ -65,6 +68,13 @@ inline bool completion_fault(uint32_t qpn, ibv_wr_opcode opcode, ibv_wc_status* 
   return __builtin_expect(g_armed, 0) && completion_fault_slow(qpn, opcode, status);
 }
 
+// Whether an async event is injected on QP `qpn` now, at a post to it
+// (event= rules: QP_FATAL, CQ_ERR); *type then says which.
+bool event_fault_slow(uint32_t qpn, ibv_event_type* type);
+inline bool event_fault(uint32_t qpn, ibv_event_type* type) {
+  return __builtin_expect(g_armed, 0) && event_fault_slow(qpn, type);
+}
+
 // Faults injected so far in this process.
 uint64_t injected();
 
@@ -72,6 +82,8 @@ uint64_t injected();
 struct Rule {
   std::string text;  // as written, for the log
   bool completion = false;
+  bool event = false;                   // an async event (event=), at a post to the QP
+  ibv_event_type event_type = IBV_EVENT_QP_FATAL;
   Call call = Call::kCount;
   int err = 0;                          // call: the errno
   ibv_wc_status status = IBV_WC_SUCCESS;  // wc: the status

@@ -666,6 +666,17 @@ template <bool kFaults>
     }
   }
   std::lock_guard g(qp->sq_mu);
+  if constexpr (kFaults) {
+    // An async event on demand (event= rules): raised, and the QP to ERR
+    // as after the device's own fatal error; what is posted now is flushed.
+    if (ibv_event_type ev; faults::event_fault(qp->qp_base.qp_num, &ev)) {
+      if (ev == IBV_EVENT_CQ_ERR && qp->scq)
+        raise_async_local(qp->ctx, IBV_EVENT_CQ_ERR, shm::kAsyncCq, qp->scq->id);
+      else
+        raise_async_local(qp->ctx, IBV_EVENT_QP_FATAL, shm::kAsyncQp, qp->qp_base.qp_num);
+      if (qp->state() != IBV_QPS_RESET && qp->state() != IBV_QPS_ERR) enter_error_locked(qp);
+    }
+  }
   absorb_remote_error_locked(qp);
   ibv_qp_state st = qp->state();
   if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) {

@@ -106,4 +106,53 @@ TEST(Faults, APostThatFailsNamesItsWorkRequest) {
   EXPECT_EQ(svtest::post_and_wait(pair.a, pair.cq_a, wr), IBV_WC_SUCCESS);
 }
 
+// event=QP_FATAL,nth=2: at the second post, IBV_EVENT_QP_FATAL for the QP,
+// which is then in ERR: what was posted completes flushed.
+TEST(Faults, AnAsyncEventOnDemand) {
+  svtest::Device dev;
+  svtest::QpPair pair(dev, IBV_QPT_RC);
+  svtest::Buffer local(dev.pd, 64), remote(dev.pd, 64);
+  ibv_sge sge = local.sge(0, 8);
+  ibv_send_wr wr{};
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = remote.addr();
+  wr.wr.rdma.rkey = remote.mr->rkey;
+  EXPECT_EQ(svtest::post_and_wait(pair.a, pair.cq_a, wr), IBV_WC_SUCCESS);
+  EXPECT_EQ(svtest::post_and_wait(pair.a, pair.cq_a, wr), IBV_WC_WR_FLUSH_ERR);
+  ibv_async_event ev{};
+  ASSERT_EQ(ibv_get_async_event(dev.ctx, &ev), 0);
+  EXPECT_EQ(ev.event_type, IBV_EVENT_QP_FATAL);
+  EXPECT_EQ(ev.element.qp, pair.a);
+  ibv_ack_async_event(&ev);
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(ibv_query_qp(pair.a, &attr, IBV_QP_STATE, &init), 0);
+  EXPECT_EQ(attr.qp_state, IBV_QPS_ERR);
+}
+
+// event=CQ_ERR,nth=1: IBV_EVENT_CQ_ERR for the QP's send CQ, the QP in
+// ERR, as after an overrun.
+TEST(Faults, ACqErrorOnDemand) {
+  svtest::Device dev;
+  svtest::QpPair pair(dev, IBV_QPT_RC);
+  svtest::Buffer local(dev.pd, 64), remote(dev.pd, 64);
+  ibv_sge sge = local.sge(0, 8);
+  ibv_send_wr wr{};
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = remote.addr();
+  wr.wr.rdma.rkey = remote.mr->rkey;
+  EXPECT_EQ(svtest::post_and_wait(pair.a, pair.cq_a, wr), IBV_WC_WR_FLUSH_ERR);
+  ibv_async_event ev{};
+  ASSERT_EQ(ibv_get_async_event(dev.ctx, &ev), 0);
+  EXPECT_EQ(ev.event_type, IBV_EVENT_CQ_ERR);
+  EXPECT_EQ(ev.element.cq, pair.cq_a);
+  ibv_ack_async_event(&ev);
+}
+
 }  // namespace

@@ -58,6 +58,8 @@ TEST(FaultRules, MistakesAreRefusedWithTheRuleAndTheReason) {
       {"call=ibv_reg_mr,sometimes", "not key=value"},
       {"call=ibv_reg_mr,when=now", "unknown key 'when'"},
       {"wc=RETRY_EXC_ERR,opcode=RDMA_TELEPORT", "opcode: 'RDMA_TELEPORT'"},
+      {"event=PORT_ERR", "event: QP_FATAL or CQ_ERR"},
+      {"event=QP_FATAL,errno=EIO", "errno= is for call= rules"},
   };
   for (const Case& c : cases) {
     Rules r;
