@@ -2,17 +2,15 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "core/device_attr.h"
 #include "core/limits.h"
 #include "shm/layout.h"
 #include "util/knobs.h"
 #include "util/log.h"
+#include "util/text_fields.h"
 
 namespace sv {
 namespace {
@@ -119,17 +117,29 @@ DeviceProfile make_builtin(std::string_view name) {
     p.max_msg_sz = 0xffffffff;            // siw_query_port: -1
     return p;
   }
-  if (name == "cx5" || name == "cx6" || name == "cx7") {
+  // What tells the ConnectX parts apart in their dumps.
+  struct ConnectX {
+    std::string_view name, board_id, fw_ver;
+    uint64_t vendor_part_id, max_pd, max_res_rd_atom, device_cap_flags, active_speed;
+  };
+  static constexpr ConnectX kConnectX[] = {
+      // name   board_id          fw_ver        part  max_pd    max_res_rd  cap flags   speed (EDR, HDR, NDR)
+      {"cx5", "MT_0000000008", "16.23.1020", 4119, 16777216, 4194304, 0xed721c36, 32},
+      {"cx6", "MT_0000000223", "20.29.1016", 4123, 16777216, 4194304, 0xe97e1c36, 64},
+      {"cx7", "MT_0000000838", "28.39.2048", 4129, 8388608, 2097152, 0xe97e1c36, 128},
+  };
+  for (const ConnectX& cx : kConnectX) {
+    if (name != cx.name) continue;
     // NVIDIA (Mellanox) ConnectX, mlx5. ConnectX-5's values are one dump's
     // (open-mpi/ompi#6184, firmware 16.23.1020) where it has them, the
     // rest of UCX issue #8139's ConnectX-5 dump; ConnectX-6 and -7 differ
-    // in what their dumps show (part, firmware, max_pd and max_res_rd_atom
-    // for -7) and otherwise follow ConnectX-5, as mlx5 derives them from
-    // the same capabilities (docs/profiles.md says which are confirmed).
-    p.board_id = name == "cx5" ? "MT_0000000008" : name == "cx6" ? "MT_0000000223" : "MT_0000000838";
+    // in what their dumps show (the table above) and otherwise follow
+    // ConnectX-5, as mlx5 derives them from the same capabilities
+    // (docs/profiles.md says which are confirmed).
+    p.board_id = std::string(cx.board_id);
     p.vendor_id = 0x02c9;  // Mellanox
-    p.vendor_part_id = name == "cx5" ? 4119 : name == "cx6" ? 4123 : 4129;
-    p.fw_ver = name == "cx5" ? "16.23.1020" : name == "cx6" ? "20.29.1016" : "28.39.2048";
+    p.vendor_part_id = cx.vendor_part_id;
+    p.fw_ver = std::string(cx.fw_ver);
     p.hw_ver = 0;
     p.max_mr_size = UINT64_MAX;
     p.max_qp = 262144;
@@ -139,7 +149,7 @@ DeviceProfile make_builtin(std::string_view name) {
     p.max_cq = 16777216;
     p.max_cqe = 4194303;
     p.max_mr = 16777216;
-    p.max_pd = name == "cx7" ? 8388608 : 16777216;
+    p.max_pd = cx.max_pd;
     p.max_mw = 16777216;
     p.max_ah = 2147483647;
     p.max_srq = 8388608;
@@ -147,18 +157,17 @@ DeviceProfile make_builtin(std::string_view name) {
     p.max_srq_sge = 31;
     p.max_qp_rd_atom = 16;
     p.max_qp_init_rd_atom = 16;
-    p.max_res_rd_atom = name == "cx7" ? 2097152 : 4194304;
+    p.max_res_rd_atom = cx.max_res_rd_atom;
     p.local_ca_ack_delay = 16;
-    p.device_cap_flags = name == "cx5" ? 0xed721c36 : 0xe97e1c36;
+    p.device_cap_flags = cx.device_cap_flags;
     p.atomic_cap = IBV_ATOMIC_HCA;
     p.odp = true;
     // RC inline data on mlx5: 988 bytes on a ConnectX-4 (ofiwg/libfabric
     // #3790), the same WQE arithmetic on later parts (not confirmed there).
     p.max_inline_data = 988;
     p.max_msg_sz = 0x40000000;  // 1 << log_max_msg
-    // 4X EDR (100 Gb/s), 4X HDR (200), 4X NDR (400).
-    p.active_width = 2;
-    p.active_speed = name == "cx5" ? 32 : name == "cx6" ? 64 : 128;
+    p.active_width = 2;         // 4X
+    p.active_speed = cx.active_speed;
     return p;
   }
   p.name.clear();
@@ -198,23 +207,6 @@ constexpr Field kFields[] = {
     {"active_speed", &DeviceProfile::active_speed},
 };
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  return s;
-}
-
-// A number as ibv_devinfo prints it: decimal or 0x hex.
-bool parse_number(std::string_view v, uint64_t* out) {
-  int base = 10;
-  if (v.size() > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X')) {
-    v.remove_prefix(2);
-    base = 16;
-  }
-  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), *out, base);
-  return ec == std::errc() && end == v.data() + v.size();
-}
-
 bool set_field(DeviceProfile* p, std::string_view key, std::string_view value, std::string* why) {
   if (key == "name") {
     p->name = std::string(value);
@@ -243,7 +235,7 @@ bool set_field(DeviceProfile* p, std::string_view key, std::string_view value, s
   }
   for (const Field& f : kFields)
     if (key == f.key) {
-      if (!parse_number(value, &(p->*f.value)))
+      if (!parse_u64(value, &(p->*f.value)))
         return *why = std::string(key) + ": not a number: '" + std::string(value) + "'", false;
       return true;
     }
@@ -261,16 +253,14 @@ const DeviceProfile* load() {
   if (const DeviceProfile* b = builtin_profile(v)) {
     *p = *b;
   } else {
-    std::ifstream in(v);
+    const std::optional<std::string> text = read_text_file(v);
     std::string why;
-    if (!in) {
+    if (!text) {
       SV_ERROR("SOFTVERBS_PROFILE=%s: no such profile (rxe, siw, cx5, cx6, cx7, softverbs) and no readable file (%s): "
                "no device is listed", v, strerror(errno));
       return nullptr;
     }
-    std::stringstream text;
-    text << in.rdbuf();
-    if (!parse_profile(text.str(), p, &why)) {
+    if (!parse_profile(*text, p, &why)) {
       SV_ERROR("SOFTVERBS_PROFILE=%s: %s: no device is listed", v, why.c_str());
       return nullptr;
     }
@@ -300,11 +290,11 @@ bool parse_profile(std::string_view text, DeviceProfile* out, std::string* why) 
     text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
     ++line_no;
     if (const size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
-    line = trim(line);
+    line = trim_blanks(line);
     if (line.empty()) continue;
     const size_t eq = line.find_first_of("=:");
     if (eq == std::string_view::npos) return *why = "line " + std::to_string(line_no) + ": not 'key = value'", false;
-    const std::string_view key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
+    const std::string_view key = trim_blanks(line.substr(0, eq)), value = trim_blanks(line.substr(eq + 1));
     if (key == "base") {
       const DeviceProfile* b = builtin_profile(value);
       if (!b) return *why = "line " + std::to_string(line_no) + ": no built-in profile '" + std::string(value) + "'", false;

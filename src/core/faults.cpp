@@ -1,18 +1,16 @@
 #include "core/faults.h"
 
 #include <cerrno>
-#include <charconv>
 #include <cstring>
-#include <fstream>
 #include <mutex>
 #include <random>
-#include <sstream>
 #include <vector>
 
 #include "core/trace.h"
 #include "util/clock.h"
 #include "util/knobs.h"
 #include "util/log.h"
+#include "util/text_fields.h"
 
 namespace sv::faults {
 
@@ -47,33 +45,12 @@ constexpr Named kOpcodes[] = {{"SEND", IBV_WR_SEND},
                               {"ATOMIC_CMP_AND_SWP", IBV_WR_ATOMIC_CMP_AND_SWP},
                               {"ATOMIC_FETCH_AND_ADD", IBV_WR_ATOMIC_FETCH_AND_ADD}};
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  return s;
-}
-
-bool number(std::string_view v, uint64_t* out) {
-  int base = 10;
-  if (v.size() > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X')) {
-    v.remove_prefix(2);
-    base = 16;
-  }
-  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), *out, base);
-  return ec == std::errc() && end == v.data() + v.size() && !v.empty();
-}
-
-bool real(std::string_view v, double* out) {
-  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), *out);
-  return ec == std::errc() && end == v.data() + v.size() && !v.empty();
-}
-
 template <size_t N>
 bool lookup(const Named (&table)[N], std::string_view v, int* out) {
   for (const Named& n : table)
     if (v == n.name) return *out = n.value, true;
   uint64_t x;
-  if (number(v, &x) && x < 1u << 16) return *out = static_cast<int>(x), true;
+  if (parse_u64(v, &x) && x < 1u << 16) return *out = static_cast<int>(x), true;
   return false;
 }
 
@@ -83,15 +60,15 @@ bool parse_rule(std::string_view text, Rules* rules, std::string* why) {
   bool kind = false, seed_only = true;
   while (!text.empty()) {
     const size_t comma = text.find(',');
-    const std::string_view item = trim(text.substr(0, comma));
+    const std::string_view item = trim_blanks(text.substr(0, comma));
     text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
     if (item.empty()) continue;
     const size_t eq = item.find('=');
     if (eq == std::string_view::npos) return *why = "'" + std::string(item) + "': not key=value", false;
-    const std::string_view key = trim(item.substr(0, eq)), v = trim(item.substr(eq + 1));
+    const std::string_view key = trim_blanks(item.substr(0, eq)), v = trim_blanks(item.substr(eq + 1));
     uint64_t x = 0;
     if (key == "seed") {  // (for every rule; alone, or beside one's keys)
-      if (!number(v, &rules->seed)) return *why = "seed: not a number", false;
+      if (!parse_u64(v, &rules->seed)) return *why = "seed: not a number", false;
       seed_only = !kind && seed_only;
       continue;
     }
@@ -123,16 +100,16 @@ bool parse_rule(std::string_view text, Rules* rules, std::string* why) {
       std::string_view s = v.substr(0, 7) == "IBV_WR_" ? v.substr(7) : v;
       if (!lookup(kOpcodes, s, &r.opcode)) return *why = "opcode: '" + std::string(v) + "'", false;
     } else if (key == "qp") {
-      if (!number(v, &x) || x >= 1u << 24) return *why = "qp: not a QP number", false;
+      if (!parse_u64(v, &x) || x >= 1u << 24) return *why = "qp: not a QP number", false;
       r.qpn = static_cast<int64_t>(x);
     } else if (key == "nth" || key == "every" || key == "count") {
-      if (!number(v, &x) || x == 0) return *why = std::string(key) + ": a number from 1", false;
+      if (!parse_u64(v, &x) || x == 0) return *why = std::string(key) + ": a number from 1", false;
       (key == "nth" ? r.nth : key == "every" ? r.every : r.count) = x;
     } else if (key == "p") {
-      if (!real(v, &r.p) || r.p < 0 || r.p > 1) return *why = "p: a probability, 0 to 1", false;
+      if (!parse_real(v, &r.p) || r.p < 0 || r.p > 1) return *why = "p: a probability, 0 to 1", false;
     } else if (key == "after") {
       double s;
-      if (!real(v, &s) || s < 0) return *why = "after: seconds", false;
+      if (!parse_real(v, &s) || s < 0) return *why = "after: seconds", false;
       r.after_ns = static_cast<uint64_t>(s * 1e9);
     } else {
       return *why = "unknown key '" + std::string(key) + "'", false;
@@ -187,7 +164,7 @@ bool parse(std::string_view text, Rules* out, std::string* why) {
     text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
     ++n;
     if (const size_t hash = rule.find('#'); hash != std::string_view::npos) rule = rule.substr(0, hash);
-    rule = trim(rule);
+    rule = trim_blanks(rule);
     if (rule.empty()) continue;
     std::string reason;
     if (!parse_rule(rule, out, &reason)) return *why = "rule " + std::to_string(n) + " (" + std::string(rule) + "): " + reason, false;
@@ -202,16 +179,14 @@ bool load() {
     std::string text = knobs().faults;
     if (text.empty()) return;
     if (text.find('=') == std::string::npos) {  // a file of rules
-      std::ifstream in(text);
-      if (!in) {
+      std::optional<std::string> file = read_text_file(text);
+      if (!file) {
         SV_ERROR("SOFTVERBS_FAULTS=%s: no rules and no readable file (%s): no device is listed", text.c_str(),
                  strerror(errno));
         ok = false;
         return;
       }
-      std::stringstream s;
-      s << in.rdbuf();
-      text = s.str();
+      text = std::move(*file);
     }
     auto* rules = new Rules;
     std::string why;
