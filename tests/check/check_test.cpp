@@ -52,12 +52,7 @@ TEST(Check, ASendQueueOverrunByUnsignaledWorkRequests) {
   svtest::Buffer local(dev.pd, 64), remote(dev.pd, 64);
   expect_report("sq-overrun", [&] {
     ibv_sge sge = local.sge(0, 8);
-    ibv_send_wr wr{};
-    wr.opcode = IBV_WR_RDMA_WRITE;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.wr.rdma.remote_addr = remote.addr();
-    wr.wr.rdma.rkey = remote.mr->rkey;
+    ibv_send_wr wr = svtest::write_wr(&sge, remote, /*send_flags=*/0);
     ibv_send_wr* bad = nullptr;
     int rc = 0;
     for (int i = 0; i < 5 && rc == 0; ++i) rc = ibv_post_send(pair.a, &wr, &bad);
@@ -95,13 +90,7 @@ TEST(Check, DestroyingACqWithUnacknowledgedEvents) {
   ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
   svtest::Buffer buf(dev.pd, 64);
   ibv_sge sge = buf.sge(0, 8);
-  ibv_send_wr wr{};
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = buf.addr() + 32;
-  wr.wr.rdma.rkey = buf.mr->rkey;
+  ibv_send_wr wr = svtest::write_wr(&sge, 1, buf.addr() + 32, buf.mr->rkey);
   ibv_send_wr* bad = nullptr;
   ASSERT_EQ(ibv_post_send(qp, &wr, &bad), 0);
   ibv_cq* ev_cq = nullptr;

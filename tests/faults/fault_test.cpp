@@ -51,14 +51,8 @@ TEST(Faults, TheNthWorkRequestCompletesWithTheChosenStatusAndTheQpFails) {
   svtest::Buffer local(dev.pd, 64), remote(dev.pd, 64);
   auto post = [&](ibv_wr_opcode op, uint64_t id) {
     ibv_sge sge = local.sge(0, 8);
-    ibv_send_wr wr{};
-    wr.wr_id = id;
-    wr.opcode = op;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = remote.addr();
-    wr.wr.rdma.rkey = remote.mr->rkey;
+    ibv_send_wr wr = svtest::write_wr(&sge, 1, remote.addr(), remote.mr->rkey, IBV_SEND_SIGNALED, id);
+    wr.opcode = op;  // (a SEND ignores the remote address)
     ibv_send_wr* bad = nullptr;
     return ibv_post_send(pair.a, &wr, &bad);
   };
@@ -91,13 +85,7 @@ TEST(Faults, APostThatFailsNamesItsWorkRequest) {
   svtest::QpPair pair(dev, IBV_QPT_RC);
   svtest::Buffer local(dev.pd, 64), remote(dev.pd, 64);
   ibv_sge sge = local.sge(0, 8);
-  ibv_send_wr wr{};
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = remote.addr();
-  wr.wr.rdma.rkey = remote.mr->rkey;
+  ibv_send_wr wr = svtest::write_wr(&sge, remote);
   EXPECT_EQ(svtest::post_and_wait(pair.a, pair.cq_a, wr), IBV_WC_SUCCESS);
   ibv_send_wr* bad = nullptr;
   EXPECT_EQ(ibv_post_send(pair.a, &wr, &bad), ENOMEM);
@@ -113,13 +101,7 @@ TEST(Faults, AnAsyncEventOnDemand) {
   svtest::QpPair pair(dev, IBV_QPT_RC);
   svtest::Buffer local(dev.pd, 64), remote(dev.pd, 64);
   ibv_sge sge = local.sge(0, 8);
-  ibv_send_wr wr{};
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = remote.addr();
-  wr.wr.rdma.rkey = remote.mr->rkey;
+  ibv_send_wr wr = svtest::write_wr(&sge, remote);
   EXPECT_EQ(svtest::post_and_wait(pair.a, pair.cq_a, wr), IBV_WC_SUCCESS);
   EXPECT_EQ(svtest::post_and_wait(pair.a, pair.cq_a, wr), IBV_WC_WR_FLUSH_ERR);
   ibv_async_event ev{};
@@ -140,13 +122,7 @@ TEST(Faults, ACqErrorOnDemand) {
   svtest::QpPair pair(dev, IBV_QPT_RC);
   svtest::Buffer local(dev.pd, 64), remote(dev.pd, 64);
   ibv_sge sge = local.sge(0, 8);
-  ibv_send_wr wr{};
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = remote.addr();
-  wr.wr.rdma.rkey = remote.mr->rkey;
+  ibv_send_wr wr = svtest::write_wr(&sge, remote);
   EXPECT_EQ(svtest::post_and_wait(pair.a, pair.cq_a, wr), IBV_WC_WR_FLUSH_ERR);
   ibv_async_event ev{};
   ASSERT_EQ(ibv_get_async_event(dev.ctx, &ev), 0);

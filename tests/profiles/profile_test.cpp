@@ -188,13 +188,7 @@ TEST_F(Profile, AMessageLongerThanTheDeviceCarriesEndsInALengthError) {
   const uint32_t half = want.max_msg_sz / 2 + 1;
   svtest::Buffer local(dev.pd, half), remote(dev.pd, 2 * size_t{half});
   ibv_sge sges[2] = {local.sge(0, half), local.sge(0, half)};
-  ibv_send_wr wr{};
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.sg_list = sges;
-  wr.num_sge = 2;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = remote.addr();
-  wr.wr.rdma.rkey = remote.mr->rkey;
+  const ibv_send_wr wr = svtest::write_wr(sges, 2, remote.addr(), remote.mr->rkey);
   EXPECT_EQ(svtest::post_and_wait(pair.a, pair.cq_a, wr), IBV_WC_LOC_LEN_ERR);
 }
 

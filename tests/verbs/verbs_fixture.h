@@ -71,6 +71,26 @@ struct QpPair {
 
 ibv_ah* make_ah(ibv_pd* pd, int gid_index);
 
+// An RDMA WRITE of `sges` (which must outlive the WR) to `remote_addr`
+// under `rkey`, signaled unless told otherwise.
+inline ibv_send_wr write_wr(ibv_sge* sges, int num_sge, uint64_t remote_addr, uint32_t rkey,
+                            unsigned send_flags = IBV_SEND_SIGNALED, uint64_t wr_id = 0) {
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.sg_list = sges;
+  wr.num_sge = num_sge;
+  wr.send_flags = send_flags;
+  wr.wr.rdma.remote_addr = remote_addr;
+  wr.wr.rdma.rkey = rkey;
+  return wr;
+}
+
+// The same into the start of a registered buffer.
+inline ibv_send_wr write_wr(ibv_sge* sge, const Buffer& remote, unsigned send_flags = IBV_SEND_SIGNALED) {
+  return write_wr(sge, 1, remote.addr(), remote.mr->rkey, send_flags);
+}
+
 // Posts one signaled WR on `qp` and waits for its completion on `cq`: its
 // status, or IBV_WC_GENERAL_ERR when the post failed or nothing came.
 ibv_wc_status post_and_wait(ibv_qp* qp, ibv_cq* cq, ibv_send_wr wr);
