@@ -25,7 +25,7 @@ wait "$server"
 server=
 
 echo
-gid=$("$root/tests/e2e/loopback_gid.sh")
+gid=$("$root/tests/common/loopback_gid.sh")
 echo "== Debian's ibv_rc_pingpong, unmodified, -g $gid (::ffff:127.0.0.1), data checked with -c"
 ibv_rc_pingpong -p $((port + 1)) -g "$gid" -c -n 10000 -s 64 > /tmp/softverbs-demo-server.$$ 2>&1 &
 server=$!

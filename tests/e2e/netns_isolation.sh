@@ -12,7 +12,7 @@ cleanup() { ip netns del "$a" 2>/dev/null; ip netns del "$b" 2>/dev/null; }
 trap cleanup EXIT
 . "$(dirname "$0")/two_hosts.sh"
 make_two_hosts 10.94.0 || exit
-ga=$(ip netns exec "$a" "$(dirname "$0")/loopback_gid.sh") && gb=$(ip netns exec "$b" "$(dirname "$0")/loopback_gid.sh") ||
+ga=$(ip netns exec "$a" "$(dirname "$0")/../common/loopback_gid.sh") && gb=$(ip netns exec "$b" "$(dirname "$0")/../common/loopback_gid.sh") ||
   { echo "no ::ffff:127.0.0.1 GID"; exit 1; }
 ip netns exec "$a" timeout 8 ibv_ud_pingpong -g "$ga" -n 5 >/dev/null 2>&1 &
 server=$!

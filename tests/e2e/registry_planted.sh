@@ -34,7 +34,7 @@ mkdir -p "$work/home" "$work/lib" "$work/xdg"
 cp -a "$lib"/lib*.so* "$work/lib/"
 chown "$user:" "$work/home" "$work/xdg" && chmod 700 "$work/xdg"
 chmod 755 "$work" && chmod -R a+rX "$work/lib"
-gid=$("$here/loopback_gid.sh") || { echo "no ::ffff:127.0.0.1 GID"; exit 1; }
+gid=$("$here/../common/loopback_gid.sh") || { echo "no ::ffff:127.0.0.1 GID"; exit 1; }
 # (LD_PRELOAD and the sanitizer options pass through: the CI's ASan job preloads its runtime.)
 keep=()
 for v in LD_PRELOAD ASAN_OPTIONS UBSAN_OPTIONS; do [[ -n ${!v:-} ]] && keep+=("$v=${!v}"); done

@@ -9,7 +9,7 @@ source "$(dirname "$0")/../common/tcp_port.sh"
 port=$1 clients=$2
 shift 2
 here=$(cd "$(dirname "$0")" && pwd)
-gid=$("$here/loopback_gid.sh") && [ -n "$gid" ] || { echo "no ::ffff:127.0.0.1 GID"; exit 1; }
+gid=$("$here/../common/loopback_gid.sh") && [ -n "$gid" ] || { echo "no ::ffff:127.0.0.1 GID"; exit 1; }
 out=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$out"' EXIT

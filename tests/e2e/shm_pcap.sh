@@ -16,7 +16,7 @@ command -v tshark >/dev/null || { echo "tshark not installed"; exit 77; }
 command -v "$tool" >/dev/null || { echo "$tool not installed"; exit 77; }
 here=$(cd "$(dirname "$0")" && pwd)
 if [[ $kind == pingpong ]]; then
-  gid=$("$here/loopback_gid.sh") && [[ -n $gid ]] || { echo "no ::ffff:127.0.0.1 GID"; exit 1; }
+  gid=$("$here/../common/loopback_gid.sh") && [[ -n $gid ]] || { echo "no ::ffff:127.0.0.1 GID"; exit 1; }
 fi
 . "$here/server_client.sh"  # $out: removed at exit
 export SOFTVERBS_PCAP=$out/cap

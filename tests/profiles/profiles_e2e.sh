@@ -8,7 +8,7 @@
 #   profiles_e2e.sh SOURCE_DIR
 set -u
 here=$1
-source "$here/../common/tcp_port.sh"
+source "$here/../common/tool_pair.sh"
 command -v ibv_devinfo >/dev/null || { echo "ibverbs-utils not installed"; exit 77; }
 work=$(mktemp -d)
 pids=()
@@ -50,40 +50,26 @@ none=$(SOFTVERBS_PROFILE=no-such-nic ibv_devinfo 2>&1)
 check "an unknown profile: no device listed" grep -q "No IB devices found" <<<"$none"
 check "an unknown profile: says why" grep -q "SOFTVERBS_PROFILE=no-such-nic: no such profile" <<<"$none"
 
-gid=$(ibv_devinfo -v | sed -nE 's/^[[:space:]]*GID\[ *([0-9]+)\]:[[:space:]]+::ffff:127\.0\.0\.1,.*/\1/p' | head -1)
-[[ -n $gid ]] || { echo "FAIL: no GID for 127.0.0.1"; exit 1; }
+gid=$("$here/../common/loopback_gid.sh") || { echo "FAIL: no GID for 127.0.0.1"; exit 1; }
 port=$((18800 + RANDOM % 200))
-# pair NAME PROFILE CLIENT_OUT TOOL ARGS...: server and client of TOOL under PROFILE; the client's status
-pair() {
-  local profile=$1 out=$2
-  shift 2
-  SOFTVERBS_PROFILE=$profile timeout 30 "$@" -p "$port" >"$out.server" 2>&1 &
-  local server=$!
-  pids+=("$server")
-  wait_tcp_port "$port" 10 "$server"
-  SOFTVERBS_PROFILE=$profile timeout 30 "$@" -p "$port" 127.0.0.1 >"$out" 2>&1
-  local rc=$?
-  kill "$server" 2>/dev/null
-  wait "$server" 2>/dev/null
-  port=$((port + 1))
-  return $rc
-}
-pair softverbs "$work/atomic_own" ib_atomic_lat -n 200 -x "$gid"
+# as_profile PROFILE OUT TOOL ARGS...: server and client of TOOL under PROFILE
+as_profile() { tool_pair "$2" "SOFTVERBS_PROFILE=$1" "SOFTVERBS_PROFILE=$1" "${@:3}"; }
+as_profile softverbs "$work/atomic_own" ib_atomic_lat -n 200 -x "$gid"
 check "softverbs' own: ib_atomic_lat runs" test $? = 0
-pair siw "$work/atomic_siw" ib_atomic_lat -n 200 -x "$gid"
+as_profile siw "$work/atomic_siw" ib_atomic_lat -n 200 -x "$gid"
 rc=$?
 check "siw: ib_atomic_lat fails" test $rc != 0
 check "siw: at its first atomic post" grep -q "Couldn't post send" "$work/atomic_siw"
 # perftest knows devices by vendor part: as a ConnectX-6 we get its inline
 # sends; as softverbs' own, it turns them off.
-pair cx6 "$work/inline_cx6" ib_write_lat -s 600 -I 600 -n 200 -x "$gid"
+as_profile cx6 "$work/inline_cx6" ib_write_lat -s 600 -I 600 -n 200 -x "$gid"
 check "cx6: ib_write_lat runs" test $? = 0
 check "cx6: perftest sends 600 bytes inline, as on a ConnectX" grep -q "Max inline data : 600\[B\]" "$work/inline_cx6"
-pair softverbs "$work/inline_own" ib_write_lat -s 600 -I 600 -n 200 -x "$gid"
+as_profile softverbs "$work/inline_own" ib_write_lat -s 600 -I 600 -n 200 -x "$gid"
 check "softverbs' own: perftest does not know it, and sends nothing inline" \
   grep -q "Device not recognized to implement inline feature" "$work/inline_own"
 for profile in rxe siw cx6; do
-  pair "$profile" "$work/pingpong_$profile" ibv_rc_pingpong -g "$gid" -n 100
+  as_profile "$profile" "$work/pingpong_$profile" ibv_rc_pingpong -g "$gid" -n 100
   check "$profile: ibv_rc_pingpong runs" test $? = 0
 done
 ((fail)) && for f in "$work"/*; do echo "== $f"; tail -n 5 "$f"; done

@@ -9,23 +9,16 @@
 #   trace_e2e.sh SOURCE_DIR
 set -u
 here=$1
-source "$here/../common/tcp_port.sh"
+source "$here/../common/tool_pair.sh"
 command -v ibv_rc_pingpong >/dev/null || { echo "ibverbs-utils not installed"; exit 77; }
 work=$(mktemp -d)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$work"' EXIT
-gid=$(ibv_devinfo -v | sed -nE 's/^[[:space:]]*GID\[ *([0-9]+)\]:[[:space:]]+::ffff:127\.0\.0\.1,.*/\1/p' | head -1)
-[[ -n $gid ]] || { echo "FAIL: no GID for 127.0.0.1"; exit 1; }
+gid=$("$here/../common/loopback_gid.sh") || { echo "FAIL: no GID for 127.0.0.1"; exit 1; }
 port=$((19200 + RANDOM % 200))
 run() {  # run NAME CLIENT_FAULTS: a pingpong pair of 20 iterations, both traced to $work/NAME
-  SOFTVERBS_TRACE=$work/$1 timeout 30 ibv_rc_pingpong -g "$gid" -n 20 -p "$port" >/dev/null 2>&1 &
-  local server=$!
-  pids+=("$server")
-  wait_tcp_port "$port" 10 "$server"
-  SOFTVERBS_TRACE=$work/$1 SOFTVERBS_FAULTS=$2 timeout 30 ibv_rc_pingpong -g "$gid" -n 20 -p "$port" 127.0.0.1 >/dev/null 2>&1
-  kill "$server" 2>/dev/null
-  wait "$server" 2>/dev/null
-  port=$((port + 1))
+  tool_pair "$work/$1.out" "SOFTVERBS_TRACE=$work/$1" "SOFTVERBS_TRACE=$work/$1 SOFTVERBS_FAULTS=$2" \
+    ibv_rc_pingpong -g "$gid" -n 20
 }
 run clean ""
 run faulted "wc=REM_ACCESS_ERR,nth=3"
