@@ -4,9 +4,13 @@
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <utility>
 #include <vector>
 
+#include <arpa/inet.h>
+
 #include "core/trace.h"
+#include "net/roce_opcode.h"
 #include "util/clock.h"
 #include "util/knobs.h"
 #include "util/log.h"
@@ -14,7 +18,8 @@
 
 namespace sv::faults {
 
-bool g_armed = false;
+std::atomic<bool> g_armed{false};
+std::atomic<bool> g_packet_rules{false};
 
 namespace {
 
@@ -54,8 +59,24 @@ bool lookup(const Named (&table)[N], std::string_view v, int* out) {
   return false;
 }
 
+constexpr const char* kPacketFaults[] = {"", "drop", "duplicate", "reorder", "delay", "corrupt"};
+
+// A BTH opcode by its name in rdma-core and Linux (RC_ACKNOWLEDGE,
+// UD_SEND_ONLY, with or without IB_OPCODE_), or its number.
+bool bth_opcode(std::string_view v, int* out) {
+  if (v.substr(0, 10) == "IB_OPCODE_") v.remove_prefix(10);
+  for (int op = 0; op < 256; ++op)
+    if (const net::OpcodeInfo* info = net::opcode_info(static_cast<uint8_t>(op)); info && v == info->name)
+      return *out = op, true;
+  uint64_t x;
+  if (parse_u64(v, &x) && x < 256) return *out = static_cast<int>(x), true;
+  return false;
+}
+
 bool parse_rule(std::string_view text, Rules* rules, std::string* why) {
   Rule r;
+  std::string_view opcode_name;  // (resolved once the kind of rule is known)
+  bool delay_given = false;
   r.text = std::string(text);
   bool kind = false, seed_only = true;
   while (!text.empty()) {
@@ -94,11 +115,37 @@ bool parse_rule(std::string_view text, Rules* rules, std::string* why) {
       else return *why = "event: QP_FATAL or CQ_ERR, not '" + std::string(v) + "'", false;
       r.event = true;
       kind = true;
+    } else if (key == "packet") {
+      size_t i = 1;
+      while (i < std::size(kPacketFaults) && v != kPacketFaults[i]) ++i;
+      if (v == "dup") i = static_cast<size_t>(PacketFault::kDuplicate);
+      if (i == std::size(kPacketFaults))
+        return *why = "packet: drop, duplicate, reorder, delay or corrupt, not '" + std::string(v) + "'", false;
+      r.packet = static_cast<PacketFault>(i);
+      kind = true;
+    } else if (key == "dir") {
+      if (v != "in" && v != "out") return *why = "dir: in or out, not '" + std::string(v) + "'", false;
+      r.inbound = v == "in";
+    } else if (key == "peer") {
+      const std::string a(v);
+      in_addr v4;
+      if (inet_pton(AF_INET, a.c_str(), &v4) == 1) {
+        r.peer = in6_addr{};
+        r.peer.s6_addr[10] = r.peer.s6_addr[11] = 0xff;
+        std::memcpy(&r.peer.s6_addr[12], &v4, 4);
+      } else if (inet_pton(AF_INET6, a.c_str(), &r.peer) != 1) {
+        return *why = "peer: an IPv4 or IPv6 address, not '" + a + "'", false;
+      }
+      r.any_peer = false;
+    } else if (key == "delay") {
+      double ms;
+      if (!parse_real(v, &ms) || ms < 0 || ms > 60'000) return *why = "delay: milliseconds, up to a minute", false;
+      r.delay_ns = static_cast<uint64_t>(ms * 1e6);
+      delay_given = true;
     } else if (key == "errno") {
       if (!lookup(kErrnos, v, &r.err) || r.err == 0) return *why = "errno: '" + std::string(v) + "'", false;
     } else if (key == "opcode") {
-      std::string_view s = v.substr(0, 7) == "IBV_WR_" ? v.substr(7) : v;
-      if (!lookup(kOpcodes, s, &r.opcode)) return *why = "opcode: '" + std::string(v) + "'", false;
+      opcode_name = v;
     } else if (key == "qp") {
       if (!parse_u64(v, &x) || x >= 1u << 24) return *why = "qp: not a QP number", false;
       r.qpn = static_cast<int64_t>(x);
@@ -116,7 +163,27 @@ bool parse_rule(std::string_view text, Rules* rules, std::string* why) {
     }
   }
   if (seed_only) return true;
-  if (!kind) return *why = "neither call= nor wc=", false;
+  if (!kind) return *why = "none of call=, wc=, event=, packet=", false;
+  const bool packet = r.packet != PacketFault::kNone;
+  if (packet + r.completion + r.event + (r.call != Call::kCount) > 1)
+    return *why = "one of call=, wc=, event=, packet= in a rule", false;
+  if (!opcode_name.empty()) {
+    if (packet) {
+      if (!bth_opcode(opcode_name, &r.opcode)) return *why = "opcode: no BTH opcode '" + std::string(opcode_name) + "'", false;
+    } else {
+      std::string_view s = opcode_name.substr(0, 7) == "IBV_WR_" ? opcode_name.substr(7) : opcode_name;
+      if (!lookup(kOpcodes, s, &r.opcode)) return *why = "opcode: '" + std::string(opcode_name) + "'", false;
+    }
+  }
+  if (packet) {
+    if (r.err) return *why = "errno= is for call= rules", false;
+    if (r.inbound && (r.packet == PacketFault::kReorder || r.packet == PacketFault::kDelay))
+      return *why = "dir=in: drop, duplicate or corrupt (reorder and delay are for packets on their way out)", false;
+    if (r.nth && !r.count) r.count = 1;
+    rules->rules.push_back(std::move(r));
+    return true;
+  }
+  if (r.inbound || !r.any_peer || delay_given) return *why = "dir=, peer= and delay= are for packet= rules", false;
   if (!r.completion && !r.event && !r.err) r.err = ENOMEM;
   if ((r.completion || r.event) && r.err) return *why = "errno= is for call= rules", false;
   if (!r.completion && !r.event && (r.opcode >= 0 || r.qpn >= 0)) return *why = "opcode= and qp= are for wc= rules", false;
@@ -127,7 +194,7 @@ bool parse_rule(std::string_view text, Rules* rules, std::string* why) {
 }
 
 std::mutex g_mu;
-Rules* g_rules = nullptr;  // (never freed: read until exit)
+Rules* g_rules = nullptr;  // (under g_mu)
 std::mt19937_64 g_random;
 uint64_t g_loaded_ns = 0;
 uint64_t g_injected = 0;
@@ -191,18 +258,28 @@ bool load() {
     auto* rules = new Rules;
     std::string why;
     if (!parse(text, rules, &why)) {
+      delete rules;
       SV_ERROR("SOFTVERBS_FAULTS: %s: no device is listed", why.c_str());
       ok = false;
       return;
     }
-    g_random.seed(rules->seed);
-    g_loaded_ns = monotonic_ns();
-    g_rules = rules;
-    g_armed = !rules->rules.empty();
+    replace_rules(std::move(*rules));
+    delete rules;
     std::atexit(print_at_exit);
-    SV_INFO("SOFTVERBS_FAULTS: %zu rules, seed %lu", rules->rules.size(), static_cast<unsigned long>(rules->seed));
   });
   return ok;
+}
+
+void replace_rules(Rules rules) {
+  std::lock_guard g(g_mu);
+  SV_INFO("SOFTVERBS_FAULTS: %zu rules, seed %lu", rules.rules.size(), static_cast<unsigned long>(rules.seed));
+  g_random.seed(rules.seed);
+  g_loaded_ns = monotonic_ns();
+  bool armed = false, packets = false;
+  for (const Rule& r : rules.rules) (r.packet != PacketFault::kNone ? packets : armed) = true;
+  delete std::exchange(g_rules, new Rules(std::move(rules)));  // (read only under g_mu)
+  g_armed.store(armed, std::memory_order_relaxed);
+  g_packet_rules.store(packets, std::memory_order_relaxed);
 }
 
 int call_fault(Call c) {
@@ -256,6 +333,37 @@ bool event_fault_slow(uint32_t qpn, ibv_event_type* type) {
     return true;
   }
   return false;
+}
+
+PacketVerdict packet_fault_slow(bool inbound, const in6_addr& peer, uint32_t dest_qpn, uint8_t opcode) {
+  std::lock_guard g(g_mu);
+  if (!g_rules) return {};
+  for (Rule& r : g_rules->rules) {
+    if (r.packet == PacketFault::kNone || r.inbound != inbound || (r.qpn >= 0 && static_cast<uint32_t>(r.qpn) != dest_qpn) ||
+        (r.opcode >= 0 && r.opcode != opcode) || (!r.any_peer && std::memcmp(&r.peer, &peer, sizeof peer) != 0) ||
+        !fires(r))
+      continue;
+    // A rule may fire on thousands of packets: the first ones are logged
+    // at warn, the rest at debug (all are counted, and on the timeline).
+    constexpr uint64_t kWarned = 10;
+    char addr[INET6_ADDRSTRLEN] = "";
+    inet_ntop(AF_INET6, &peer, addr, sizeof addr);
+    const net::OpcodeInfo* info = net::opcode_info(opcode);
+    char what[200];
+    std::snprintf(what, sizeof what, "packet %lu of rule '%s' (%s %s %s, QP %#x) %s",
+                  static_cast<unsigned long>(r.matched), r.text.c_str(), info ? info->name : "opcode?",
+                  inbound ? "from" : "to", addr, dest_qpn,
+                  r.packet == PacketFault::kDrop        ? "dropped"
+                  : r.packet == PacketFault::kDuplicate ? "duplicated"
+                  : r.packet == PacketFault::kReorder   ? "reordered"
+                  : r.packet == PacketFault::kDelay     ? "delayed"
+                                                        : "corrupted (bad ICRC)");
+    if (r.fired <= kWarned) SV_WARN("fault injected: %s%s", what, r.fired == kWarned ? " (more of this rule: log level debug)" : "");
+    else SV_DEBUG("fault injected: %s", what);
+    if (trace::g_on) trace::instant(nullptr, "fault", what);
+    return PacketVerdict{r.packet, r.delay_ns};
+  }
+  return {};
 }
 
 uint64_t injected() {

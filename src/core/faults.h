@@ -11,6 +11,8 @@
 //   wc=RETRY_EXC_ERR,opcode=RDMA_WRITE,nth=100
 //   wc=REM_ACCESS_ERR,qp=0x10004,every=50,count=2
 //   event=QP_FATAL,nth=100
+//   packet=drop,p=0.01
+//   packet=delay,delay=5,dir=out,peer=10.0.0.2,opcode=RC_SEND_ONLY,every=20
 //   seed=7
 // call: ibv_alloc_pd, ibv_reg_mr (every reg_mr form), ibv_create_cq (and
 // _ex), ibv_create_qp (and _ex), ibv_modify_qp, ibv_create_srq,
@@ -23,12 +25,19 @@
 // (the Nth match, once), every=N (each Nth), p=P (each match with
 // probability P, from a generator seeded by seed=, default 1), after=S (each
 // match S seconds after the rules were read); count=K stops a rule after K
-// faults. Every fault is logged (warn) with its rule, and counted
+// faults. packet=drop|duplicate|reorder|delay|corrupt acts on RoCEv2
+// packets between hosts (transport/roce_packet_faults.h), on the way out
+// (dir=out, the default) or in (dir=in: drop, duplicate, corrupt), narrowed
+// by peer= (an address), qp= (the BTH's destination QP) and opcode= (a BTH
+// opcode: RC_ACKNOWLEDGE, RC_SEND_ONLY, ... or a number); delay= is in ms
+// (10 unless said). Every fault is logged (warn) with its rule, and counted
 // (injected()); SOFTVERBS_STAT_AT_EXIT prints the count.
 #pragma once
 
 #include <infiniband/verbs.h>
+#include <netinet/in.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -50,29 +59,53 @@ enum class Call : uint8_t {
   kCount
 };
 
-// True when SOFTVERBS_FAULTS holds any rule (read once, at the first
-// verb): the checks below cost a load and a branch when it holds none.
-extern bool g_armed;
+// True when SOFTVERBS_FAULTS holds any rule for verbs (call=, wc=,
+// event=; read once, at the first verb): the checks below cost a load and
+// a branch when it holds none.
+extern std::atomic<bool> g_armed;
+// True when it holds any packet= rule (packets between hosts).
+extern std::atomic<bool> g_packet_rules;
 // Reads SOFTVERBS_FAULTS (done by the first context; idempotent). False, the
 // reason logged, when it does not parse: then no device is listed.
 bool load();
 
 // The errno call `c` fails with now, or 0.
 int call_fault(Call c);
-inline int call(Call c) { return __builtin_expect(g_armed, 0) ? call_fault(c) : 0; }
+inline int call(Call c) { return __builtin_expect(g_armed.load(std::memory_order_relaxed), 0) ? call_fault(c) : 0; }
 
 // Whether the send work request (`qpn`, `opcode`) completes with an
 // injected status now; *status then says which.
 bool completion_fault_slow(uint32_t qpn, ibv_wr_opcode opcode, ibv_wc_status* status);
 inline bool completion_fault(uint32_t qpn, ibv_wr_opcode opcode, ibv_wc_status* status) {
-  return __builtin_expect(g_armed, 0) && completion_fault_slow(qpn, opcode, status);
+  return __builtin_expect(g_armed.load(std::memory_order_relaxed), 0) && completion_fault_slow(qpn, opcode, status);
 }
 
 // Whether an async event is injected on QP `qpn` now, at a post to it
 // (event= rules: QP_FATAL, CQ_ERR); *type then says which.
 bool event_fault_slow(uint32_t qpn, ibv_event_type* type);
 inline bool event_fault(uint32_t qpn, ibv_event_type* type) {
-  return __builtin_expect(g_armed, 0) && event_fault_slow(qpn, type);
+  return __builtin_expect(g_armed.load(std::memory_order_relaxed), 0) && event_fault_slow(qpn, type);
+}
+
+// What happens to a RoCEv2 packet (packet= rules).
+enum class PacketFault : uint8_t {
+  kNone,
+  kDrop,       // lost on the way
+  kDuplicate,  // arrives twice
+  kReorder,    // overtaken by the packets sent after it (held until the next send, 1 ms at most)
+  kDelay,      // arrives `delay` later
+  kCorrupt,    // arrives with a bad ICRC (the receiver drops it, and counts an ICRC error)
+};
+struct PacketVerdict {
+  PacketFault fault = PacketFault::kNone;
+  uint64_t delay_ns = 0;  // kDelay
+};
+// What happens to a packet leaving for (`inbound` false) or arriving from
+// (true) `peer`, for QP `dest_qpn` (the BTH's: the peer's QP on the way
+// out, ours on the way in), BTH opcode `opcode`.
+PacketVerdict packet_fault_slow(bool inbound, const in6_addr& peer, uint32_t dest_qpn, uint8_t opcode);
+inline PacketVerdict packet_fault(bool inbound, const in6_addr& peer, uint32_t dest_qpn, uint8_t opcode) {
+  return __builtin_expect(g_packet_rules.load(std::memory_order_relaxed), 0) ? packet_fault_slow(inbound, peer, dest_qpn, opcode) : PacketVerdict{};
 }
 
 // Faults injected so far in this process.
@@ -87,8 +120,13 @@ struct Rule {
   Call call = Call::kCount;
   int err = 0;                          // call: the errno
   ibv_wc_status status = IBV_WC_SUCCESS;  // wc: the status
-  int opcode = -1;                      // wc: only this opcode (-1: any)
-  int64_t qpn = -1;                     // wc: only this QP (-1: any)
+  int opcode = -1;                      // wc: only this opcode; packet: this BTH opcode (-1: any)
+  int64_t qpn = -1;                     // wc: only this QP; packet: the BTH's destination QP (-1: any)
+  PacketFault packet = PacketFault::kNone;  // packet=
+  bool inbound = false;                 // packet: dir=in
+  bool any_peer = true;                 // packet: false with peer=
+  in6_addr peer{};                      // packet: peer= (IPv4 as ::ffff:a.b.c.d)
+  uint64_t delay_ns = 10'000'000;       // packet=delay: delay= (ms)
   uint64_t nth = 0, every = 0, after_ns = 0;
   double p = -1;
   uint64_t count = 0;  // at most this many faults (0: no limit; nth: 1)
@@ -103,5 +141,9 @@ struct Rules {
 
 // Parses rules (for tests, and load()): false with the reason in *why.
 bool parse(std::string_view text, Rules* out, std::string* why);
+
+// From now on, these rules instead of those before (their counts start
+// again; after= counts from now; the generator is seeded again).
+void replace_rules(Rules rules);
 
 }  // namespace sv::faults

@@ -15,6 +15,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/faults.h"
 #include "core/gid_table.h"
 #include "core/multicast.h"
 #include "core/qp.h"
@@ -300,16 +301,34 @@ void handle_datagram(Nic& n, uint8_t* buf, size_t len, const DatagramInfo& info,
     const uint64_t one = 1;
     (void)!write(n.port.wake_fd, &one, sizeof one);  // the network thread watches one more socket
   }
+  // Packet faults on the way in (SOFTVERBS_FAULTS packet=...,dir=in).
+  int copies = 1;
+  if (__builtin_expect(faults::g_packet_rules.load(std::memory_order_relaxed), 0)) {
+    switch (faults::packet_fault(true, info.src, pkt.bth.dest_qp, pkt.bth.opcode).fault) {
+      case faults::PacketFault::kDrop:
+        return;
+      case faults::PacketFault::kCorrupt:  // what a packet with a bad ICRC comes to
+        e.counters.add_device(kIcrcErrors);
+        return;
+      case faults::PacketFault::kDuplicate:
+        copies = 2;
+        break;
+      default:
+        break;
+    }
+  }
   Capture& cap = Capture::get();
   if (__builtin_expect(cap.enabled(), 0))
     cap.packet(info.src, info.dst, info.src_port, local_port, info.traffic_class, pkt, pkt.payload, pkt.payload_len);
   PacketAddrs from{info.src, info.dst, info.traffic_class, info.hop_limit, sender_slot};
-  if (batch) {
-    batch->add(pkt, from, len);
-    return;
+  for (int i = 0; i < copies; ++i) {
+    if (batch) {
+      batch->add(pkt, from, len);
+      continue;
+    }
+    EngineLock g(e);
+    e.receive(pkt, from, len);
   }
-  EngineLock g(e);
-  e.receive(pkt, from, len);
 }
 
 // At exit: leave the port's group, then hand what was queued for other
@@ -692,8 +711,11 @@ void network_thread(Nic* nic) {
       if (timer.revents & POLLIN) {
         uint64_t expirations;
         (void)!read(n.port.timer_fd, &expirations, sizeof expirations);
-        std::lock_guard g(e.mu);
-        e.armed_ns = 0;
+        {
+          std::lock_guard g(e.mu);
+          e.armed_ns = 0;
+        }
+        if (__builtin_expect(faults::g_packet_rules.load(std::memory_order_relaxed), 0)) n.port.release_held(monotonic_ns());
       }
       if (rejoining && monotonic_ns() >= n.next_service_try_ns) rejoin_service(n);
       if (looking && monotonic_ns() >= n.next_service_try_ns) look_for_service(n, trusted_uid);

@@ -5,6 +5,7 @@
 #include "net/roce_datagram.h"
 #include "hostd/datagram_route.h"
 #include "net/roce_frame.h"
+#include "core/faults.h"
 #include "util/clock.h"
 
 namespace sv::roce {
@@ -33,6 +34,30 @@ bool UdpWire::through_memory(const in6_addr& dst, uint32_t dest_qpn) const {
 }
 
 void UdpWire::send(OutDatagram* d, size_t count) {
+  if (__builtin_expect(faults::g_packet_rules.load(std::memory_order_relaxed), 0)) {
+    packet_faults_.send(
+        d, count, [this](OutDatagram* x, size_t n) { send_now(x, n); }, [this](OutDatagram& x) { seal(x); });
+    arm_for_held();
+    return;
+  }
+  send_now(d, count);
+}
+
+void UdpWire::release_held(uint64_t now_ns) {
+  packet_faults_.release_due(now_ns, [this](OutDatagram* x, size_t n) { send_now(x, n); });
+  arm_for_held();
+}
+
+void UdpWire::arm_for_held() {
+  if (packet_faults_.next_due() == UINT64_MAX) return;
+  // The engine's alarm stays set, unless it is past (then the network
+  // thread is on its way to the engine's timers, which set the next).
+  uint64_t engine_due = engine_due_ns_.load(std::memory_order_relaxed);
+  if (engine_due <= monotonic_ns()) engine_due = 0;
+  arm(engine_due);
+}
+
+void UdpWire::send_now(OutDatagram* d, size_t count) {
   if (!attestation.load(std::memory_order_acquire)) {  // (no service: no rings)
     sock.send_many(d, count);
     return;
@@ -60,6 +85,15 @@ void UdpWire::send(OutDatagram* d, size_t count) {
 uint64_t UdpWire::now_ns() const { return monotonic_ns(); }
 
 bool UdpWire::wake_at(uint64_t due_ns) {
+  engine_due_ns_.store(due_ns, std::memory_order_relaxed);
+  return arm(due_ns);
+}
+
+bool UdpWire::arm(uint64_t due_ns) {
+  if (__builtin_expect(faults::g_packet_rules.load(std::memory_order_relaxed), 0)) {
+    const uint64_t held = packet_faults_.next_due();  // (a due of 0 disarms: the engine has nothing due)
+    if (held != UINT64_MAX && (!due_ns || held < due_ns)) due_ns = held;
+  }
   itimerspec when{};
   when.it_value.tv_sec = static_cast<time_t>(due_ns / 1'000'000'000);
   when.it_value.tv_nsec = static_cast<long>(due_ns % 1'000'000'000);

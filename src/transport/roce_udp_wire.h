@@ -9,6 +9,7 @@
 
 #include "shm/host_service.h"
 #include "transport/roce_forward.h"
+#include "transport/roce_packet_faults.h"
 #include "transport/roce_peer_channels.h"
 #include "transport/roce_socket.h"
 #include "transport/roce_steering.h"
@@ -44,6 +45,9 @@ class UdpWire final : public Wire {
   uint64_t now_ns() const override;
   bool wake_at(uint64_t due_ns) override;
   bool through_memory(const in6_addr& dst, uint32_t dest_qpn) const override;
+  // Sends what packet faults held (delay, reorder) and is due by `now_ns`
+  // (the network thread's, at each wake).
+  void release_held(uint64_t now_ns);
 
  private:
   // `slot` when a datagram to `dst` for a QP of registry slot `slot` is for
@@ -52,6 +56,12 @@ class UdpWire final : public Wire {
   // (a packet built without its ICRC) and send() (which way it goes) apply.
   uint32_t local_peer(const in6_addr& dst, uint32_t slot) const;
   void seal(OutDatagram& d) const;
+  void send_now(OutDatagram* d, size_t count);
+  // The alarm at `due_ns`, or earlier when packet faults hold something.
+  bool arm(uint64_t due_ns);
+  void arm_for_held();  // the alarm for what packet faults hold, if anything
+  PacketFaults packet_faults_;  // (only with SOFTVERBS_FAULTS packet= rules)
+  std::atomic<uint64_t> engine_due_ns_{0};  // what the engine asked of wake_at
 };
 
 }  // namespace sv::roce

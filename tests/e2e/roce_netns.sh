@@ -7,8 +7,11 @@
 #               each QP's as it is destroyed, the device's at exit, the lines
 #               of softverbs-stat): packets must show, per process and per
 #               QP, and with --drop/--drop-data the recovery (NAKs, retransmits)
-#     --expect-counter NAME  (with --stats) a process's device counter NAME
-#               must be above 0 (rnr_naks_received: RNR happened)
+#     --expect-counter "NAME..."  (with --stats) a process's device counter
+#               NAME must be above 0 (rnr_naks_received: RNR happened)
+#     --faults RULES  both tools run with SOFTVERBS_FAULTS=RULES (packet=
+#               rules: softverbs' own packet faults); at least one fault
+#               must be logged
 #     --self-pcap  the tools write their own captures (SOFTVERBS_PCAP), checked
 #               the same way
 #     --pairs N N server/client pairs at once (several processes per host)
@@ -51,7 +54,7 @@
 #     CM_READY=REGEX: the client starts once the server's output matches it
 #     CM_MULTICAST=GROUP (with --pcap): the UD SENDs must go to that group address
 set -u
-netem="" impair="" dup="" drop="" drop_naks="" min_len=0 pcap=0 ipv6=0 stats=0 pairs=1 self_pcap=0 expect_counter="" max_forwarded=""
+faults="" netem="" impair="" dup="" drop="" drop_naks="" min_len=0 pcap=0 ipv6=0 stats=0 pairs=1 self_pcap=0 expect_counter="" max_forwarded=""
 while [[ $# -gt 0 && $1 == --* ]]; do
   case $1 in
     --netem) netem=$2; shift 2 ;;
@@ -65,6 +68,7 @@ while [[ $# -gt 0 && $1 == --* ]]; do
     --ipv6) ipv6=1; shift ;;
     --stats) stats=1; shift ;;
     --expect-counter) expect_counter=$2; shift 2 ;;
+    --faults) faults=$2; shift 2 ;;
     --pairs) pairs=$2; shift 2 ;;
     --max-forwarded-share) max_forwarded=$2; shift 2 ;;
     *) echo "unknown option $1"; exit 2 ;;
@@ -233,6 +237,7 @@ declare -a servers clients
 # (Counters at exit, not samples taken while the tools run: a client under
 # ASan on a busy machine could start and end between two samples.)
 ((stats)) && export SOFTVERBS_STAT_AT_EXIT=1
+[[ -n $faults ]] && export SOFTVERBS_FAULTS=$faults
 for ((p = 0; p < pairs; p++)); do
   ip netns exec "$a" "$here/with_stacks.sh" 60 "$tool" "$flag" "$ga" -p $((18515 + p)) "$@" >"$work/server.$p" 2>&1 &
   servers[p]=$!
@@ -272,6 +277,11 @@ if [[ -n $drop ]]; then
   ((total > 0)) || { echo "the link dropped nothing: the run did not test recovery"; exit 1; }
 fi
 
+if [[ -n $faults ]]; then
+  injected=$(cat "$work"/server.* "$work"/client.* | grep -c "fault injected: packet")
+  echo "packet faults logged ($faults): $injected"
+  ((injected > 0)) || { echo "no packet fault was injected"; exit 1; }
+fi
 if [[ -n $impair ]]; then
   kill -TERM $impair_pids 2>/dev/null
   wait $impair_pids 2>/dev/null
@@ -308,9 +318,9 @@ if ((stats)); then
   if [[ -n $drop ]] && ! grep -Eq "(seq_naks_sent|ack_timeouts|retransmits) [1-9]" "$work/stat"; then
     echo "packets were dropped but no recovery was counted"; exit 1
   fi
-  if [[ -n $expect_counter ]] && ! grep -q "device .*$expect_counter [1-9]" "$work/stat"; then
-    echo "the counter $expect_counter never went above 0"; exit 1
-  fi
+  for counter in $expect_counter; do
+    grep -q "device .*$counter [1-9]" "$work/stat" || { echo "the counter $counter never went above 0"; exit 1; }
+  done
   if [[ -n $max_forwarded ]]; then
     read -r received forwarded < <(awk '$1 == "device" {
         for (i = 2; i < NF; i++) { if ($i == "packets_received") r += $(i + 1); if ($i == "forwarded") f += $(i + 1) } }

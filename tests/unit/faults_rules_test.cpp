@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <cstring>
 
 namespace sv::faults {
 namespace {
@@ -35,6 +36,31 @@ TEST(FaultRules, CallsCompletionsTriggersAndTheSeed) {
   EXPECT_EQ(r.rules[3].after_ns, 1'500'000'000u);
 }
 
+TEST(FaultRules, PacketRules) {
+  Rules r;
+  std::string why;
+  ASSERT_TRUE(parse("packet=drop,p=0.01;packet=corrupt,dir=in,peer=10.93.0.2,opcode=RC_ACKNOWLEDGE;"
+                    "packet=delay,delay=2.5,qp=0x20001,every=10;packet=dup,peer=fd93::1,opcode=0x64",
+                    &r, &why))
+      << why;
+  ASSERT_EQ(r.rules.size(), 4u);
+  EXPECT_EQ(r.rules[0].packet, PacketFault::kDrop);
+  EXPECT_FALSE(r.rules[0].inbound);
+  EXPECT_TRUE(r.rules[0].any_peer);
+  EXPECT_EQ(r.rules[1].packet, PacketFault::kCorrupt);
+  EXPECT_TRUE(r.rules[1].inbound);
+  EXPECT_FALSE(r.rules[1].any_peer);
+  const uint8_t v4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 93, 0, 2};  // ::ffff:10.93.0.2
+  EXPECT_EQ(std::memcmp(r.rules[1].peer.s6_addr, v4, 16), 0);
+  EXPECT_EQ(r.rules[1].opcode, 0x11);  // RC ACKNOWLEDGE
+  EXPECT_EQ(r.rules[2].packet, PacketFault::kDelay);
+  EXPECT_EQ(r.rules[2].delay_ns, 2'500'000u);
+  EXPECT_EQ(r.rules[2].qpn, 0x20001);
+  EXPECT_EQ(r.rules[3].packet, PacketFault::kDuplicate);
+  EXPECT_EQ(r.rules[3].peer.s6_addr[0], 0xfd);
+  EXPECT_EQ(r.rules[3].opcode, 0x64);  // UD SEND_ONLY
+}
+
 TEST(FaultRules, ASeedAloneIsNoRule) {
   Rules r;
   std::string why;
@@ -54,7 +80,15 @@ TEST(FaultRules, MistakesAreRefusedWithTheRuleAndTheReason) {
       {"call=ibv_reg_mr,opcode=SEND", "opcode= and qp= are for wc= rules"},
       {"call=ibv_reg_mr,nth=0", "nth: a number from 1"},
       {"wc=RETRY_EXC_ERR,p=2", "p: a probability"},
-      {"nth=3", "neither call= nor wc="},
+      {"nth=3", "none of call=, wc=, event=, packet="},
+      {"packet=vanish", "packet: drop, duplicate, reorder, delay or corrupt"},
+      {"packet=delay,dir=in", "dir=in: drop, duplicate or corrupt"},
+      {"packet=drop,dir=sideways", "dir: in or out"},
+      {"packet=drop,peer=host.example", "peer: an IPv4 or IPv6 address"},
+      {"packet=drop,opcode=RC_TELEPORT", "opcode: no BTH opcode 'RC_TELEPORT'"},
+      {"packet=drop,errno=EIO", "errno= is for call= rules"},
+      {"call=ibv_reg_mr,peer=10.0.0.1", "dir=, peer= and delay= are for packet= rules"},
+      {"wc=RETRY_EXC_ERR,packet=drop", "one of call=, wc=, event=, packet= in a rule"},
       {"call=ibv_reg_mr,sometimes", "not key=value"},
       {"call=ibv_reg_mr,when=now", "unknown key 'when'"},
       {"wc=RETRY_EXC_ERR,opcode=RDMA_TELEPORT", "opcode: 'RDMA_TELEPORT'"},
