@@ -1,6 +1,8 @@
 #include "core/faults.h"
 
 #include <cerrno>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -18,8 +20,6 @@
 
 namespace sv::faults {
 
-std::atomic<bool> g_armed{false};
-std::atomic<bool> g_packet_rules{false};
 
 namespace {
 
@@ -197,7 +197,6 @@ std::mutex g_mu;
 Rules* g_rules = nullptr;  // (under g_mu)
 std::mt19937_64 g_random;
 uint64_t g_loaded_ns = 0;
-uint64_t g_injected = 0;
 
 // Whether rule `r`, matched once more now, fires. Under g_mu.
 bool fires(Rule& r) {
@@ -211,13 +210,14 @@ bool fires(Rule& r) {
   if (yes && r.after_ns && monotonic_ns() - g_loaded_ns < r.after_ns) yes = false;
   if (yes) {
     ++r.fired;
-    ++g_injected;
+    g_control.injected.fetch_add(1, std::memory_order_relaxed);
   }
   return yes;
 }
 
 void print_at_exit() {
-  if (knobs().stat_at_exit) std::fprintf(stderr, "  faults     injected %lu\n", static_cast<unsigned long>(injected()));
+  if (knobs().stat_at_exit && (injected() || armed() || packets_armed()))
+    std::fprintf(stderr, "  faults     injected %lu\n", static_cast<unsigned long>(injected()));
 }
 
 }  // namespace
@@ -239,10 +239,73 @@ bool parse(std::string_view text, Rules* out, std::string* why) {
   return true;
 }
 
+namespace {
+
+// The flags the hooks read, for the rules in force. Under g_mu.
+void raise_flags_for(const Rules& rules) {
+  bool armed = false, packets = false;
+  for (const Rule& r : rules.rules) (r.packet != PacketFault::kNone ? packets : armed) = true;
+  set_flag(&g_control.armed, armed);
+  set_flag(&g_control.packets, packets);
+}
+
+void install_locked(Rules rules) {
+  SV_INFO("fault rules: %zu, seed %lu", rules.rules.size(), static_cast<unsigned long>(rules.seed));
+  g_random.seed(rules.seed);
+  g_loaded_ns = monotonic_ns();
+  raise_flags_for(rules);
+  delete std::exchange(g_rules, new Rules(std::move(rules)));  // (read only under g_mu)
+}
+
+void set_status(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void set_status(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(g_control.status, sizeof g_control.status, fmt, ap);
+  va_end(ap);
+}
+
+// Rules softverbs-stat wrote into the control page (generation `gen`), in
+// force from now on; refused (with the reason in the page's status) when
+// they do not parse, and those before stay. Under g_mu.
+void take_from_page_locked(uint32_t gen) {
+  char text[sizeof g_control.rules];
+  std::memcpy(text, g_control.rules, sizeof text);
+  text[sizeof text - 1] = 0;
+  if (g_control.generation.load(std::memory_order_acquire) != gen) return;  // (being rewritten: the next hook takes it)
+  Rules rules;
+  std::string why;
+  if (!parse(text, &rules, &why)) {
+    SV_WARN("fault rules from outside refused: %s; the rules before stay", why.c_str());
+    set_status("generation %u refused: %s", gen, why.c_str());
+    if (g_rules) raise_flags_for(*g_rules);
+  } else {
+    SV_WARN("fault rules from outside: '%s' (%zu rules)", text, rules.rules.size());
+    set_status("generation %u: %zu rules in force", gen, rules.rules.size());
+    install_locked(std::move(rules));
+  }
+  g_control.taken.store(gen, std::memory_order_release);
+  if (g_control.generation.load(std::memory_order_acquire) != gen) {  // newer ones came meanwhile: the next hook takes them
+    set_flag(&g_control.armed, true);
+    set_flag(&g_control.packets, true);
+  }
+}
+
+// The rules in force, after taking any the control page brought. Under g_mu.
+Rules* current_locked() {
+  const uint32_t gen = g_control.generation.load(std::memory_order_acquire);
+  if (__builtin_expect(gen != g_control.taken.load(std::memory_order_relaxed), 0)) take_from_page_locked(gen);
+  return g_rules;
+}
+
+}  // namespace
+
 bool load() {
   static std::once_flag once;
   static bool ok = true;
   std::call_once(once, [] {
+    open_control_file();
+    std::atexit(print_at_exit);
     std::string text = knobs().faults;
     if (text.empty()) return;
     if (text.find('=') == std::string::npos) {  // a file of rules
@@ -265,27 +328,23 @@ bool load() {
     }
     replace_rules(std::move(*rules));
     delete rules;
-    std::atexit(print_at_exit);
+    // What softverbs-stat shows as the rules in force.
+    std::snprintf(g_control.rules, sizeof g_control.rules, "%s", text.c_str());
+    set_status("%zu rules from SOFTVERBS_FAULTS", g_rules ? g_rules->rules.size() : size_t{0});
   });
   return ok;
 }
 
 void replace_rules(Rules rules) {
   std::lock_guard g(g_mu);
-  SV_INFO("SOFTVERBS_FAULTS: %zu rules, seed %lu", rules.rules.size(), static_cast<unsigned long>(rules.seed));
-  g_random.seed(rules.seed);
-  g_loaded_ns = monotonic_ns();
-  bool armed = false, packets = false;
-  for (const Rule& r : rules.rules) (r.packet != PacketFault::kNone ? packets : armed) = true;
-  delete std::exchange(g_rules, new Rules(std::move(rules)));  // (read only under g_mu)
-  g_armed.store(armed, std::memory_order_relaxed);
-  g_packet_rules.store(packets, std::memory_order_relaxed);
+  install_locked(std::move(rules));
 }
 
 int call_fault(Call c) {
   std::lock_guard g(g_mu);
-  if (!g_rules) return 0;
-  for (Rule& r : g_rules->rules) {
+  Rules* rules = current_locked();
+  if (!rules) return 0;
+  for (Rule& r : rules->rules) {
     if (r.completion || r.event || r.call != c || !fires(r)) continue;
     SV_WARN("fault injected: %s fails with %s (rule '%s', call %lu)", kCallNames[static_cast<int>(c)],
             strerrorname_np(r.err), r.text.c_str(), static_cast<unsigned long>(r.matched));
@@ -298,8 +357,9 @@ int call_fault(Call c) {
 
 bool completion_fault_slow(uint32_t qpn, ibv_wr_opcode opcode, ibv_wc_status* status) {
   std::lock_guard g(g_mu);
-  if (!g_rules) return false;
-  for (Rule& r : g_rules->rules) {
+  Rules* rules = current_locked();
+  if (!rules) return false;
+  for (Rule& r : rules->rules) {
     if (!r.completion || r.event || (r.qpn >= 0 && static_cast<uint32_t>(r.qpn) != qpn) || (r.opcode >= 0 && r.opcode != opcode))
       continue;
     if (!fires(r)) continue;
@@ -319,8 +379,9 @@ bool completion_fault_slow(uint32_t qpn, ibv_wr_opcode opcode, ibv_wc_status* st
 
 bool event_fault_slow(uint32_t qpn, ibv_event_type* type) {
   std::lock_guard g(g_mu);
-  if (!g_rules) return false;
-  for (Rule& r : g_rules->rules) {
+  Rules* rules = current_locked();
+  if (!rules) return false;
+  for (Rule& r : rules->rules) {
     if (!r.event || (r.qpn >= 0 && static_cast<uint32_t>(r.qpn) != qpn) || !fires(r)) continue;
     SV_WARN("fault injected: QP %#x, post %lu of rule '%s': %s", qpn, static_cast<unsigned long>(r.matched),
             r.text.c_str(), ibv_event_type_str(r.event_type));
@@ -337,8 +398,9 @@ bool event_fault_slow(uint32_t qpn, ibv_event_type* type) {
 
 PacketVerdict packet_fault_slow(bool inbound, const in6_addr& peer, uint32_t dest_qpn, uint8_t opcode) {
   std::lock_guard g(g_mu);
-  if (!g_rules) return {};
-  for (Rule& r : g_rules->rules) {
+  Rules* rules = current_locked();
+  if (!rules) return {};
+  for (Rule& r : rules->rules) {
     if (r.packet == PacketFault::kNone || r.inbound != inbound || (r.qpn >= 0 && static_cast<uint32_t>(r.qpn) != dest_qpn) ||
         (r.opcode >= 0 && r.opcode != opcode) || (!r.any_peer && std::memcmp(&r.peer, &peer, sizeof peer) != 0) ||
         !fires(r))
@@ -366,9 +428,6 @@ PacketVerdict packet_fault_slow(bool inbound, const in6_addr& peer, uint32_t des
   return {};
 }
 
-uint64_t injected() {
-  std::lock_guard g(g_mu);
-  return g_injected;
-}
+uint64_t injected() { return g_control.injected.load(std::memory_order_relaxed); }
 
 }  // namespace sv::faults

@@ -43,6 +43,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/fault_control.h"
+
 namespace sv::faults {
 
 // The verbs calls a rule may name.
@@ -59,32 +61,32 @@ enum class Call : uint8_t {
   kCount
 };
 
-// True when SOFTVERBS_FAULTS holds any rule for verbs (call=, wc=,
-// event=; read once, at the first verb): the checks below cost a load and
-// a branch when it holds none.
-extern std::atomic<bool> g_armed;
-// True when it holds any packet= rule (packets between hosts).
-extern std::atomic<bool> g_packet_rules;
+// True when rules for verbs (call=, wc=, event=) are in force: the checks
+// below cost a load and a branch when none are. (The flag is in the control
+// page, core/fault_control.h, where softverbs-stat may raise it.)
+inline bool armed() { return g_control.armed; }
+// True when packet= rules (packets between hosts) are in force.
+inline bool packets_armed() { return g_control.packets; }
 // Reads SOFTVERBS_FAULTS (done by the first context; idempotent). False, the
 // reason logged, when it does not parse: then no device is listed.
 bool load();
 
 // The errno call `c` fails with now, or 0.
 int call_fault(Call c);
-inline int call(Call c) { return __builtin_expect(g_armed.load(std::memory_order_relaxed), 0) ? call_fault(c) : 0; }
+inline int call(Call c) { return __builtin_expect(armed(), 0) ? call_fault(c) : 0; }
 
 // Whether the send work request (`qpn`, `opcode`) completes with an
 // injected status now; *status then says which.
 bool completion_fault_slow(uint32_t qpn, ibv_wr_opcode opcode, ibv_wc_status* status);
 inline bool completion_fault(uint32_t qpn, ibv_wr_opcode opcode, ibv_wc_status* status) {
-  return __builtin_expect(g_armed.load(std::memory_order_relaxed), 0) && completion_fault_slow(qpn, opcode, status);
+  return __builtin_expect(armed(), 0) && completion_fault_slow(qpn, opcode, status);
 }
 
 // Whether an async event is injected on QP `qpn` now, at a post to it
 // (event= rules: QP_FATAL, CQ_ERR); *type then says which.
 bool event_fault_slow(uint32_t qpn, ibv_event_type* type);
 inline bool event_fault(uint32_t qpn, ibv_event_type* type) {
-  return __builtin_expect(g_armed.load(std::memory_order_relaxed), 0) && event_fault_slow(qpn, type);
+  return __builtin_expect(armed(), 0) && event_fault_slow(qpn, type);
 }
 
 // What happens to a RoCEv2 packet (packet= rules).
@@ -105,7 +107,7 @@ struct PacketVerdict {
 // out, ours on the way in), BTH opcode `opcode`.
 PacketVerdict packet_fault_slow(bool inbound, const in6_addr& peer, uint32_t dest_qpn, uint8_t opcode);
 inline PacketVerdict packet_fault(bool inbound, const in6_addr& peer, uint32_t dest_qpn, uint8_t opcode) {
-  return __builtin_expect(g_packet_rules.load(std::memory_order_relaxed), 0) ? packet_fault_slow(inbound, peer, dest_qpn, opcode) : PacketVerdict{};
+  return __builtin_expect(packets_armed(), 0) ? packet_fault_slow(inbound, peer, dest_qpn, opcode) : PacketVerdict{};
 }
 
 // Faults injected so far in this process.

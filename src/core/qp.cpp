@@ -806,7 +806,7 @@ template <bool kFaults>
 }  // namespace
 
 int post_send(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
-  return __builtin_expect(faults::g_armed.load(std::memory_order_relaxed) | trace::g_on, 0) ? post_send_impl<true>(qp, wr, bad)
+  return __builtin_expect(faults::armed() | trace::g_on, 0) ? post_send_impl<true>(qp, wr, bad)
                                                             : post_send_impl<false>(qp, wr, bad);
 }
 

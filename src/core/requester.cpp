@@ -373,7 +373,7 @@ ibv_wc_status take_injected(Qp* qp, uint64_t pos) {
 // acknowledges) takes the straight line; everything else branches off.
 bool execute_next(Qp* qp) {
   const uint64_t pos = qp->sq_exec;
-  if (__builtin_expect(faults::g_armed.load(std::memory_order_relaxed), 0) && !qp->fault_wqes.empty()) {
+  if (__builtin_expect(faults::armed(), 0) && !qp->fault_wqes.empty()) {
     if (const ibv_wc_status st = take_injected(qp, pos); st != IBV_WC_SUCCESS) {
       fail(qp, pos, st);  // as the device's own error would: the QP to ERR, the rest flushed
       return true;
@@ -426,7 +426,7 @@ bool pipeline_next(Qp* qp) {
   const uint64_t pos = qp->sq_sent;
   const SendWqe& w = qp->slot(pos);
   // (An injected completion waits for those before it: execute_next.)
-  if (__builtin_expect(faults::g_armed.load(std::memory_order_relaxed), 0) && !qp->fault_wqes.empty() && qp->fault_wqes.front().first == pos)
+  if (__builtin_expect(faults::armed(), 0) && !qp->fault_wqes.empty() && qp->fault_wqes.front().first == pos)
     return false;
   if (w.opcode != IBV_WR_SEND && w.opcode != IBV_WR_SEND_WITH_IMM && w.opcode != IBV_WR_SEND_WITH_INV &&
       w.opcode != IBV_WR_RDMA_WRITE && w.opcode != IBV_WR_RDMA_WRITE_WITH_IMM)

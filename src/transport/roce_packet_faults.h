@@ -2,7 +2,7 @@
 // out: what the rules drop, duplicate, corrupt, reorder or delay, applied to
 // a batch of datagrams before it reaches the sockets. Only the process's
 // wire (roce_udp_wire.h) uses it, and only when a packet rule exists
-// (faults::g_packet_rules): otherwise the batch goes straight on. The way
+// (faults::packets_armed()): otherwise the batch goes straight on. The way
 // in (drop, duplicate, corrupt) is decided where a datagram is handed to
 // the engine (roce_transport.cpp), the verdicts by core/faults.h.
 #pragma once

@@ -303,7 +303,7 @@ void handle_datagram(Nic& n, uint8_t* buf, size_t len, const DatagramInfo& info,
   }
   // Packet faults on the way in (SOFTVERBS_FAULTS packet=...,dir=in).
   int copies = 1;
-  if (__builtin_expect(faults::g_packet_rules.load(std::memory_order_relaxed), 0)) {
+  if (__builtin_expect(faults::packets_armed(), 0)) {
     switch (faults::packet_fault(true, info.src, pkt.bth.dest_qp, pkt.bth.opcode).fault) {
       case faults::PacketFault::kDrop:
         return;
@@ -715,7 +715,7 @@ void network_thread(Nic* nic) {
           std::lock_guard g(e.mu);
           e.armed_ns = 0;
         }
-        if (__builtin_expect(faults::g_packet_rules.load(std::memory_order_relaxed), 0)) n.port.release_held(monotonic_ns());
+        if (__builtin_expect(faults::packets_armed(), 0)) n.port.release_held(monotonic_ns());
       }
       if (rejoining && monotonic_ns() >= n.next_service_try_ns) rejoin_service(n);
       if (looking && monotonic_ns() >= n.next_service_try_ns) look_for_service(n, trusted_uid);

@@ -34,7 +34,7 @@ bool UdpWire::through_memory(const in6_addr& dst, uint32_t dest_qpn) const {
 }
 
 void UdpWire::send(OutDatagram* d, size_t count) {
-  if (__builtin_expect(faults::g_packet_rules.load(std::memory_order_relaxed), 0)) {
+  if (__builtin_expect(faults::packets_armed(), 0)) {
     packet_faults_.send(
         d, count, [this](OutDatagram* x, size_t n) { send_now(x, n); }, [this](OutDatagram& x) { seal(x); });
     arm_for_held();
@@ -90,7 +90,7 @@ bool UdpWire::wake_at(uint64_t due_ns) {
 }
 
 bool UdpWire::arm(uint64_t due_ns) {
-  if (__builtin_expect(faults::g_packet_rules.load(std::memory_order_relaxed), 0)) {
+  if (__builtin_expect(faults::packets_armed(), 0)) {
     const uint64_t held = packet_faults_.next_due();  // (a due of 0 disarms: the engine has nothing due)
     if (held != UINT64_MAX && (!due_ns || held < due_ns)) due_ns = held;
   }

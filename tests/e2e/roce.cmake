@@ -246,10 +246,13 @@ set_tests_properties(e2e_roce_stranger PROPERTIES ENVIRONMENT "${E2E_ENV}" LABEL
 function(roce_faults_test name)
   roce_netns_test(${name} ${ARGN})
   set_property(TEST e2e_roce_${name} APPEND PROPERTY LABELS faults)
+  set_property(TEST e2e_roce_${name} APPEND PROPERTY ENVIRONMENT "SOFTVERBS_STAT_TOOL=$<TARGET_FILE:softverbs_stat>")
 endfunction()
 roce_faults_test(faults_write_bw_drop --stats --expect-counter retransmits --faults "packet=drop,p=0.03,seed=5" perftest ib_write_bw -n 300)
 roce_faults_test(faults_read_bw_drop_in --stats --expect-counter duplicates --faults "packet=drop,dir=in,p=0.03" perftest ib_read_bw -n 300)
 roce_faults_test(faults_write_bw_dup --stats --expect-counter duplicates --faults "packet=duplicate,p=0.05" perftest ib_write_bw -n 300)
 roce_faults_test(faults_write_bw_reorder --stats --expect-counter "seq_naks_sent retransmits" --faults "packet=reorder,p=0.05" perftest ib_write_bw -n 300)
 roce_faults_test(faults_rc_pingpong_corrupt --stats --expect-counter "icrc_errors probes" --faults "packet=corrupt,opcode=RC_SEND_ONLY,p=0.05,seed=3" pingpong ibv_rc_pingpong -n 200 -s 512 -c)
+# Switched on from outside, in the running client, a second into its run.
+roce_faults_test(faults_live_write_bw --stats --expect-counter retransmits --live-faults "packet=drop,p=0.03" perftest ib_write_bw -D 3)
 roce_faults_test(faults_send_lat_delay --faults "packet=delay,delay=5,opcode=RC_SEND_ONLY,every=20" perftest ib_send_lat -n 200)

@@ -12,6 +12,9 @@
 #     --faults RULES  both tools run with SOFTVERBS_FAULTS=RULES (packet=
 #               rules: softverbs' own packet faults); at least one fault
 #               must be logged
+#     --live-faults RULES  the same, switched on in the running client (the
+#               first pair's) a second after it started, by softverbs-stat
+#               -p PID -f RULES ($SOFTVERBS_STAT_TOOL)
 #     --self-pcap  the tools write their own captures (SOFTVERBS_PCAP), checked
 #               the same way
 #     --pairs N N server/client pairs at once (several processes per host)
@@ -54,7 +57,7 @@
 #     CM_READY=REGEX: the client starts once the server's output matches it
 #     CM_MULTICAST=GROUP (with --pcap): the UD SENDs must go to that group address
 set -u
-faults="" netem="" impair="" dup="" drop="" drop_naks="" min_len=0 pcap=0 ipv6=0 stats=0 pairs=1 self_pcap=0 expect_counter="" max_forwarded=""
+faults="" live_faults="" netem="" impair="" dup="" drop="" drop_naks="" min_len=0 pcap=0 ipv6=0 stats=0 pairs=1 self_pcap=0 expect_counter="" max_forwarded=""
 while [[ $# -gt 0 && $1 == --* ]]; do
   case $1 in
     --netem) netem=$2; shift 2 ;;
@@ -69,6 +72,7 @@ while [[ $# -gt 0 && $1 == --* ]]; do
     --stats) stats=1; shift ;;
     --expect-counter) expect_counter=$2; shift 2 ;;
     --faults) faults=$2; shift 2 ;;
+    --live-faults) live_faults=$2; shift 2 ;;
     --pairs) pairs=$2; shift 2 ;;
     --max-forwarded-share) max_forwarded=$2; shift 2 ;;
     *) echo "unknown option $1"; exit 2 ;;
@@ -247,6 +251,13 @@ for ((p = 0; p < pairs; p++)); do
   ip netns exec "$b" "$here/with_stacks.sh" 60 "$tool" "$flag" "$gb" -p $((18515 + p)) "$@" "$addr_a" >"$work/client.$p" 2>&1 &
   clients[p]=$!
 done
+if [[ -n $live_faults ]]; then
+  [[ -x ${SOFTVERBS_STAT_TOOL:-} ]] || { echo "SOFTVERBS_STAT_TOOL: the softverbs-stat binary"; exit 1; }
+  sleep 1
+  live_pid=$(pgrep -P "${clients[0]}" -x "$tool")
+  ip netns exec "$b" "$SOFTVERBS_STAT_TOOL" -p "$live_pid" -f "$live_faults" || { echo "softverbs-stat -f failed"; exit 1; }
+  faults=$live_faults  # (checked as if given from the start)
+fi
 failed=0
 for ((p = 0; p < pairs; p++)); do
   wait "${clients[p]}"; client_rc=$?
@@ -279,6 +290,9 @@ fi
 
 if [[ -n $faults ]]; then
   injected=$(cat "$work"/server.* "$work"/client.* | grep -c "fault injected: packet")
+  if [[ -n $live_faults ]] && ! grep -q "fault rules from outside: '$live_faults'" "$work/client.0"; then
+    echo "the client did not say it took the rules from outside"; exit 1
+  fi
   echo "packet faults logged ($faults): $injected"
   ((injected > 0)) || { echo "no packet fault was injected"; exit 1; }
 fi

@@ -4,8 +4,13 @@
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
 
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "verbs_fixture.h"
@@ -129,6 +134,57 @@ TEST(Faults, ACqErrorOnDemand) {
   EXPECT_EQ(ev.event_type, IBV_EVENT_CQ_ERR);
   EXPECT_EQ(ev.element.cq, pair.cq_a);
   ibv_ack_async_event(&ev);
+}
+
+}  // namespace
+
+namespace {
+
+// The output of a command.
+std::string output_of(const std::string& cmd) {
+  std::string out;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[512];
+    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    pclose(p);
+  }
+  return out;
+}
+
+// No rules at the start: softverbs-stat -p PID -f puts one in force in
+// this running process (its next post takes it), shows it and its count,
+// and -f "" takes it away again.
+TEST(Faults, SwitchedOnAndOffFromOutsideAndCounted) {
+  const char* stat = std::getenv("SOFTVERBS_STAT_TOOL");
+  ASSERT_NE(stat, nullptr) << "SOFTVERBS_STAT_TOOL: the softverbs-stat binary";
+  svtest::Device dev;
+  svtest::QpPair pair(dev, IBV_QPT_RC);
+  svtest::Buffer local(dev.pd, 64), remote(dev.pd, 64);
+  ibv_sge sge = local.sge(0, 8);
+  ibv_send_wr wr = svtest::write_wr(&sge, remote);
+  EXPECT_EQ(svtest::post_and_wait(pair.a, pair.cq_a, wr), IBV_WC_SUCCESS);
+  const std::string me = std::to_string(getpid());
+  EXPECT_EQ(output_of(std::string(stat) + " -p " + me).find("faults"), std::string::npos);  // none in force yet
+
+  const std::string set = output_of(std::string(stat) + " -p " + me + " -f 'wc=REM_ACCESS_ERR,opcode=RDMA_WRITE,nth=2'");
+  EXPECT_NE(set.find("in force from its next verbs call"), std::string::npos) << set;  // (we were in popen: no call)
+  EXPECT_EQ(svtest::post_and_wait(pair.a, pair.cq_a, wr), IBV_WC_SUCCESS);
+  EXPECT_EQ(svtest::post_and_wait(pair.a, pair.cq_a, wr), IBV_WC_REM_ACCESS_ERR);  // the second WRITE since
+  const std::string shown = output_of(std::string(stat) + " -p " + me);
+  EXPECT_NE(shown.find("faults     injected 1 rules 'wc=REM_ACCESS_ERR,opcode=RDMA_WRITE,nth=2' status generation 1: "
+                       "1 rules in force"),
+            std::string::npos)
+      << shown;
+
+  // Off again: a new pair of QPs runs clean.
+  output_of(std::string(stat) + " -p " + me + " -f ''");
+  svtest::QpPair clean(dev, IBV_QPT_RC);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(svtest::post_and_wait(clean.a, clean.cq_a, wr), IBV_WC_SUCCESS);
+  EXPECT_NE(output_of(std::string(stat) + " -p " + me).find("status generation 2: 0 rules in force"), std::string::npos);
+
+  // Rules that do not parse are refused by the tool, and nothing changes.
+  const std::string bad = output_of(std::string(stat) + " -p " + me + " -f 'wc=SOMETIMES' 2>&1");
+  EXPECT_NE(bad.find("no completion status 'SOMETIMES'"), std::string::npos) << bad;
 }
 
 }  // namespace

@@ -38,6 +38,27 @@ check "p=0.02 seed=7: a fault within 500 iterations" test -n "$(first "$work/p1"
 check "p=0.02 seed=7: the same work request in both runs ($(first "$work/p1"))" test "$(first "$work/p1")" = "$(first "$work/p2")"
 check "p=0.02 seed=8: another one ($(first "$work/p3"))" test "$(first "$work/p3")" != "$(first "$work/p1")"
 
+# A running ibv_rc_pingpong, broken from outside at a moment of our
+# choosing (softverbs-stat -p PID -f RULES): it reports the status.
+if [[ -x ${SOFTVERBS_STAT_TOOL:-} ]]; then
+  timeout 60 ibv_rc_pingpong -g "$gid" -n 100000000 -p "$port" >"$work/live.server" 2>&1 &
+  pids+=($!)
+  wait_tcp_port "$port" 10 $!
+  ibv_rc_pingpong -g "$gid" -n 100000000 -p "$port" 127.0.0.1 >"$work/live" 2>&1 &
+  client=$!
+  pids+=("$client")
+  sleep 0.5  # (well into its iterations)
+  "$SOFTVERBS_STAT_TOOL" -p "$client" -f "wc=REM_ACCESS_ERR,nth=1" >"$work/live.set" 2>&1
+  check "softverbs-stat -f: the running client took the rule ($(cat "$work/live.set"))" grep -q "1 rules in force" "$work/live.set"
+  for _ in $(seq 100); do kill -0 "$client" 2>/dev/null || break; sleep 0.1; done
+  check "the client ended at the fault" eval '! kill -0 "$client" 2>/dev/null'
+  check "ibv_rc_pingpong reports the status" grep -q "Failed status remote access error" "$work/live"
+  check "the log says where the rules came from" grep -q "fault rules from outside: 'wc=REM_ACCESS_ERR,nth=1'" "$work/live"
+  port=$((port + 1))
+else
+  echo "FAIL: SOFTVERBS_STAT_TOOL: the softverbs-stat binary"; fail=1
+fi
+
 # Rules that do not parse: no device, and why.
 bad=$(SOFTVERBS_FAULTS="call=ibv_reg_mr,nth=zero" ibv_devinfo 2>&1)
 check "a bad rule: no device listed" grep -q "No IB devices found" <<<"$bad"
