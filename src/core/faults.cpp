@@ -112,8 +112,14 @@ bool parse_rule(std::string_view text, Rules* rules, std::string* why) {
       std::string_view s = v.substr(0, 10) == "IBV_EVENT_" ? v.substr(10) : v;
       if (s == "QP_FATAL") r.event_type = IBV_EVENT_QP_FATAL;
       else if (s == "CQ_ERR") r.event_type = IBV_EVENT_CQ_ERR;
-      else return *why = "event: QP_FATAL or CQ_ERR, not '" + std::string(v) + "'", false;
+      else if (s == "DEVICE_FATAL") r.event_type = IBV_EVENT_DEVICE_FATAL;
+      else return *why = "event: QP_FATAL, CQ_ERR or DEVICE_FATAL, not '" + std::string(v) + "'", false;
       r.event = true;
+      kind = true;
+    } else if (key == "vanish") {
+      if (v != "kill") return *why = "vanish: kill (the process dies of SIGKILL), not '" + std::string(v) + "'", false;
+      r.event = true;
+      r.vanish = true;
       kind = true;
     } else if (key == "packet") {
       size_t i = 1;
@@ -197,6 +203,7 @@ std::mutex g_mu;
 Rules* g_rules = nullptr;  // (under g_mu)
 std::mt19937_64 g_random;
 uint64_t g_loaded_ns = 0;
+bool g_device_fatal = false;  // an injected DEVICE_FATAL came (under g_mu)
 
 // Whether rule `r`, matched once more now, fires. Under g_mu.
 bool fires(Rule& r) {
@@ -342,6 +349,9 @@ void replace_rules(Rules rules) {
 
 int call_fault(Call c) {
   std::lock_guard g(g_mu);
+  // After an injected DEVICE_FATAL, what needs the device fails as on a
+  // device whose driver was torn down (the kernel's uverbs: EIO).
+  if (g_device_fatal && c != Call::kPostSend && c != Call::kPostRecv) return EIO;
   Rules* rules = current_locked();
   if (!rules) return 0;
   for (Rule& r : rules->rules) {
@@ -377,23 +387,25 @@ bool completion_fault_slow(uint32_t qpn, ibv_wr_opcode opcode, ibv_wc_status* st
   return false;
 }
 
-bool event_fault_slow(uint32_t qpn, ibv_event_type* type) {
+PostFault post_fault_slow(uint32_t qpn, bool recv) {
   std::lock_guard g(g_mu);
   Rules* rules = current_locked();
-  if (!rules) return false;
+  if (!rules) return PostFault::kNone;
   for (Rule& r : rules->rules) {
-    if (!r.event || (r.qpn >= 0 && static_cast<uint32_t>(r.qpn) != qpn) || !fires(r)) continue;
-    SV_WARN("fault injected: QP %#x, post %lu of rule '%s': %s", qpn, static_cast<unsigned long>(r.matched),
-            r.text.c_str(), ibv_event_type_str(r.event_type));
-    if (trace::g_on) {
-      char what[160];
-      std::snprintf(what, sizeof what, "QP %#x: %s (%s)", qpn, ibv_event_type_str(r.event_type), r.text.c_str());
-      trace::instant(nullptr, "fault", what);
+    if (!r.event || (recv && !r.vanish) || (r.qpn >= 0 && static_cast<uint32_t>(r.qpn) != qpn) || !fires(r)) continue;
+    char what[200];
+    std::snprintf(what, sizeof what, "QP %#x, post %lu of rule '%s': %s", qpn, static_cast<unsigned long>(r.matched),
+                  r.text.c_str(), r.vanish ? "the process vanishes (SIGKILL)" : ibv_event_type_str(r.event_type));
+    SV_WARN("fault injected: %s", what);
+    if (trace::g_on) trace::instant(nullptr, "fault", what);
+    if (r.vanish) return PostFault::kVanish;
+    if (r.event_type == IBV_EVENT_DEVICE_FATAL) {
+      g_device_fatal = true;
+      return PostFault::kDeviceFatal;
     }
-    *type = r.event_type;
-    return true;
+    return r.event_type == IBV_EVENT_CQ_ERR ? PostFault::kCqErr : PostFault::kQpFatal;
   }
-  return false;
+  return PostFault::kNone;
 }
 
 PacketVerdict packet_fault_slow(bool inbound, const in6_addr& peer, uint32_t dest_qpn, uint8_t opcode) {

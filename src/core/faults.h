@@ -18,7 +18,11 @@
 // _ex), ibv_create_qp (and _ex), ibv_modify_qp, ibv_create_srq,
 // ibv_create_ah, ibv_post_send, ibv_post_recv. event=QP_FATAL or CQ_ERR:
 // at a post to the QP (qp= narrows it), the async event is raised and the
-// QP goes to ERR, as a device's own fatal error would take it. wc: a status name
+// QP goes to ERR, as a device's own fatal error would take it;
+// event=DEVICE_FATAL: the event, every QP of the context to ERR, and from
+// then on every call that needs the device fails with EIO. vanish=kill: at
+// a post (of sends or receives), the process dies of SIGKILL (a peer that
+// vanishes mid-transfer). wc: a status name
 // (IBV_WC_ optional); opcode= (SEND, SEND_WITH_IMM, RDMA_WRITE,
 // RDMA_WRITE_WITH_IMM, RDMA_READ, ATOMIC_CMP_AND_SWP, ATOMIC_FETCH_AND_ADD)
 // and qp= (a QPN) narrow it to matching send work requests. Triggers: nth=N
@@ -82,11 +86,18 @@ inline bool completion_fault(uint32_t qpn, ibv_wr_opcode opcode, ibv_wc_status* 
   return __builtin_expect(armed(), 0) && completion_fault_slow(qpn, opcode, status);
 }
 
-// Whether an async event is injected on QP `qpn` now, at a post to it
-// (event= rules: QP_FATAL, CQ_ERR); *type then says which.
-bool event_fault_slow(uint32_t qpn, ibv_event_type* type);
-inline bool event_fault(uint32_t qpn, ibv_event_type* type) {
-  return __builtin_expect(armed(), 0) && event_fault_slow(qpn, type);
+// What happens at a post to QP `qpn` now (event= and vanish= rules).
+enum class PostFault : uint8_t {
+  kNone,
+  kQpFatal,      // IBV_EVENT_QP_FATAL; the QP to ERR
+  kCqErr,        // IBV_EVENT_CQ_ERR for its send CQ; the QP to ERR
+  kDeviceFatal,  // IBV_EVENT_DEVICE_FATAL; every QP to ERR, and what needs the device fails with EIO from now on
+  kVanish,       // the process dies of SIGKILL, mid-transfer, as a crashed peer
+};
+// (`recv`: a post of receives, where only vanish= rules count.)
+PostFault post_fault_slow(uint32_t qpn, bool recv);
+inline PostFault post_fault(uint32_t qpn, bool recv) {
+  return __builtin_expect(armed(), 0) ? post_fault_slow(qpn, recv) : PostFault::kNone;
 }
 
 // What happens to a RoCEv2 packet (packet= rules).
@@ -117,7 +128,8 @@ uint64_t injected();
 struct Rule {
   std::string text;  // as written, for the log
   bool completion = false;
-  bool event = false;                   // an async event (event=), at a post to the QP
+  bool event = false;                   // at a post to the QP: an async event (event=), or vanish=
+  bool vanish = false;                  // vanish=kill
   ibv_event_type event_type = IBV_EVENT_QP_FATAL;
   Call call = Call::kCount;
   int err = 0;                          // call: the errno

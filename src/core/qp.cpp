@@ -5,6 +5,9 @@
 #include "core/raw.h"
 #include "core/xrcd.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <iterator>
@@ -629,10 +632,18 @@ void handle_qp_attention(Cq* cq) {
   }
 }
 
+namespace {
+void inject_post_fault(Qp* qp, faults::PostFault f);
+}
+
 int post_recv(Qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
-  if (int e = faults::call(faults::Call::kPostRecv)) {
-    *bad = wr;
-    return e;
+  if (__builtin_expect(faults::armed(), 0)) {
+    if (int e = faults::call_fault(faults::Call::kPostRecv)) {
+      *bad = wr;
+      return e;
+    }
+    if (const faults::PostFault f = faults::post_fault_slow(qp->qp_base.qp_num, /*recv=*/true); f != faults::PostFault::kNone)
+      inject_post_fault(qp, f);
   }
   if (qp->srq_obj || !qp->rq.shared()) {
     *bad = wr;
@@ -654,6 +665,48 @@ int post_recv(Qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
 
 namespace {
 
+// A QP's move to ERR as after the device's own fatal error: what is posted
+// from now on is flushed.
+void fail_qp(Qp* qp) {
+  std::lock_guard g(qp->sq_mu);
+  if (qp->state() != IBV_QPS_RESET && qp->state() != IBV_QPS_ERR) enter_error_locked(qp);
+}
+
+// An event= or vanish= rule's fault at a post to `qp` (before its send
+// queue lock: a DEVICE_FATAL takes every QP's).
+[[gnu::noinline, gnu::cold]] void inject_post_fault(Qp* qp, faults::PostFault f) {
+  Context* ctx = qp->ctx;
+  switch (f) {
+    case faults::PostFault::kCqErr:
+      if (qp->scq) {
+        raise_async_local(ctx, IBV_EVENT_CQ_ERR, shm::kAsyncCq, qp->scq->id);
+        fail_qp(qp);
+        break;
+      }
+      [[fallthrough]];
+    case faults::PostFault::kQpFatal:
+      raise_async_local(ctx, IBV_EVENT_QP_FATAL, shm::kAsyncQp, qp->qp_base.qp_num);
+      fail_qp(qp);
+      break;
+    case faults::PostFault::kDeviceFatal: {
+      raise_async_local(ctx, IBV_EVENT_DEVICE_FATAL, shm::kAsyncDevice, 0);
+      PrivateVector<Qp*> all;
+      {
+        std::lock_guard g(ctx->objects_mu);
+        for (const auto& [qpn, q] : ctx->qps) all.push_back(q);
+      }
+      for (Qp* q : all) fail_qp(q);
+      break;
+    }
+    case faults::PostFault::kVanish:
+      std::fflush(nullptr);
+      kill(getpid(), SIGKILL);
+      break;
+    case faults::PostFault::kNone:
+      break;
+  }
+}
+
 // ibv_post_send, with SOFTVERBS_FAULTS' rules or SOFTVERBS_TRACE's timeline
 // (kFaults) or without: post_send chooses, so that without them they cost
 // it one load and a branch.
@@ -665,18 +718,11 @@ template <bool kFaults>
       return e;
     }
   }
-  std::lock_guard g(qp->sq_mu);
   if constexpr (kFaults) {
-    // An async event on demand (event= rules): raised, and the QP to ERR
-    // as after the device's own fatal error; what is posted now is flushed.
-    if (ibv_event_type ev; faults::event_fault(qp->qp_base.qp_num, &ev)) {
-      if (ev == IBV_EVENT_CQ_ERR && qp->scq)
-        raise_async_local(qp->ctx, IBV_EVENT_CQ_ERR, shm::kAsyncCq, qp->scq->id);
-      else
-        raise_async_local(qp->ctx, IBV_EVENT_QP_FATAL, shm::kAsyncQp, qp->qp_base.qp_num);
-      if (qp->state() != IBV_QPS_RESET && qp->state() != IBV_QPS_ERR) enter_error_locked(qp);
-    }
+    if (const faults::PostFault f = faults::post_fault(qp->qp_base.qp_num, /*recv=*/false); f != faults::PostFault::kNone)
+      inject_post_fault(qp, f);
   }
+  std::lock_guard g(qp->sq_mu);
   absorb_remote_error_locked(qp);
   ibv_qp_state st = qp->state();
   if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) {

@@ -136,6 +136,36 @@ TEST(Faults, ACqErrorOnDemand) {
   ibv_ack_async_event(&ev);
 }
 
+// event=DEVICE_FATAL,nth=2: at the second post, IBV_EVENT_DEVICE_FATAL;
+// every QP of the context is in ERR (the WRITE posted flushed), and what
+// needs the device fails with EIO, as after a driver's teardown.
+TEST(Faults, ADeviceFatalErrorOnDemand) {
+  svtest::Device dev;
+  svtest::QpPair pair(dev, IBV_QPT_RC);
+  svtest::Buffer local(dev.pd, 64), remote(dev.pd, 64);
+  ibv_sge sge = local.sge(0, 8);
+  ibv_send_wr wr = svtest::write_wr(&sge, remote);
+  EXPECT_EQ(svtest::post_and_wait(pair.a, pair.cq_a, wr), IBV_WC_SUCCESS);
+  EXPECT_EQ(svtest::post_and_wait(pair.a, pair.cq_a, wr), IBV_WC_WR_FLUSH_ERR);
+  ibv_async_event ev{};
+  ASSERT_EQ(ibv_get_async_event(dev.ctx, &ev), 0);
+  EXPECT_EQ(ev.event_type, IBV_EVENT_DEVICE_FATAL);
+  ibv_ack_async_event(&ev);
+  for (ibv_qp* qp : {pair.a, pair.b}) {  // (b never posted)
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    ASSERT_EQ(ibv_query_qp(qp, &attr, IBV_QP_STATE, &init), 0);
+    EXPECT_EQ(attr.qp_state, IBV_QPS_ERR);
+  }
+  errno = 0;
+  EXPECT_EQ(ibv_alloc_pd(dev.ctx), nullptr);
+  EXPECT_EQ(errno, EIO);
+  static char more[4096];
+  errno = 0;
+  EXPECT_EQ(ibv_reg_mr(dev.pd, more, sizeof more, IBV_ACCESS_LOCAL_WRITE), nullptr);
+  EXPECT_EQ(errno, EIO);
+}
+
 }  // namespace
 
 namespace {

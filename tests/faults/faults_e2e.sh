@@ -59,6 +59,23 @@ else
   echo "FAIL: SOFTVERBS_STAT_TOOL: the softverbs-stat binary"; fail=1
 fi
 
+# A peer that vanishes mid-transfer: ib_send_bw's server dies (SIGKILL) at
+# its 600th receive post; the client's SENDs in flight end as on a NIC
+# whose peer is gone: transport retry counter exceeded (status 12).
+SOFTVERBS_FAULTS="vanish=kill,nth=600" timeout 30 ib_send_bw -x "$gid" -n 5000 -p "$port" >"$work/vanish.server" 2>&1 &
+server=$!
+pids+=("$server")
+wait_tcp_port "$port" 10 "$server"
+timeout 30 ib_send_bw -x "$gid" -n 5000 -p "$port" 127.0.0.1 >"$work/vanish" 2>&1
+client_rc=$?
+wait "$server"
+server_rc=$?
+check "vanish=kill: the server died of SIGKILL (exit $server_rc)" test "$server_rc" = 137
+check "vanish=kill: the log said so first" grep -q "post 600 of rule 'vanish=kill,nth=600': the process vanishes" "$work/vanish.server"
+check "the client fails (exit $client_rc)" test "$client_rc" != 0
+check "the client's SENDs: retry counter exceeded" grep -q "Failed status 12" "$work/vanish"
+port=$((port + 1))
+
 # Rules that do not parse: no device, and why.
 bad=$(SOFTVERBS_FAULTS="call=ibv_reg_mr,nth=zero" ibv_devinfo 2>&1)
 check "a bad rule: no device listed" grep -q "No IB devices found" <<<"$bad"
