@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/device_profile.h"
+#include "core/link_watch.h"
 #include "core/lid.h"
 #include "core/limits.h"
 #include "shm/layout.h"
@@ -116,7 +117,7 @@ ibv_mtu ib_mtu_for_link(int link_mtu) {
 void fill_port_attr(ibv_port_attr* p, std::span<const GidEntry> gids) {
   const size_t gid_count = gids.size();
   std::memset(p, 0, sizeof *p);
-  p->state = gid_count > 0 ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
+  p->state = gid_count > 0 && !link_watch::forced_down() ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
   p->max_mtu = IBV_MTU_4096;
   p->active_mtu = port_active_mtu(gids);
   p->gid_tbl_len = limits::kGidTableLen;

@@ -4,13 +4,19 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
+#include <thread>
 #include <random>
 #include <utility>
 #include <vector>
 
 #include <arpa/inet.h>
+#include <pthread.h>
+#include <signal.h>
 
+#include "core/link_watch.h"
 #include "core/trace.h"
 #include "net/roce_opcode.h"
 #include "util/clock.h"
@@ -76,7 +82,7 @@ bool bth_opcode(std::string_view v, int* out) {
 bool parse_rule(std::string_view text, Rules* rules, std::string* why) {
   Rule r;
   std::string_view opcode_name;  // (resolved once the kind of rule is known)
-  bool delay_given = false;
+  bool delay_given = false, for_given = false;
   r.text = std::string(text);
   bool kind = false, seed_only = true;
   while (!text.empty()) {
@@ -116,6 +122,15 @@ bool parse_rule(std::string_view text, Rules* rules, std::string* why) {
       else return *why = "event: QP_FATAL, CQ_ERR or DEVICE_FATAL, not '" + std::string(v) + "'", false;
       r.event = true;
       kind = true;
+    } else if (key == "port") {
+      if (v != "down") return *why = "port: down, not '" + std::string(v) + "'", false;
+      r.port_down = true;
+      kind = true;
+    } else if (key == "for") {
+      double sec;
+      if (!parse_real(v, &sec) || sec < 0 || sec > 3600) return *why = "for: seconds, up to an hour", false;
+      r.for_ns = static_cast<uint64_t>(sec * 1e9);
+      for_given = true;
     } else if (key == "vanish") {
       if (v != "kill") return *why = "vanish: kill (the process dies of SIGKILL), not '" + std::string(v) + "'", false;
       r.event = true;
@@ -169,10 +184,18 @@ bool parse_rule(std::string_view text, Rules* rules, std::string* why) {
     }
   }
   if (seed_only) return true;
-  if (!kind) return *why = "none of call=, wc=, event=, packet=", false;
+  if (!kind) return *why = "none of call=, wc=, event=, vanish=, packet=, port=", false;
   const bool packet = r.packet != PacketFault::kNone;
-  if (packet + r.completion + r.event + (r.call != Call::kCount) > 1)
-    return *why = "one of call=, wc=, event=, packet= in a rule", false;
+  if (packet + r.completion + r.event + r.port_down + (r.call != Call::kCount) > 1)
+    return *why = "one of call=, wc=, event=, vanish=, packet=, port= in a rule", false;
+  if (r.port_down) {
+    if (r.nth || r.every || r.p >= 0 || r.count || r.qpn >= 0 || !opcode_name.empty() || r.err || r.inbound ||
+        !r.any_peer || delay_given)
+      return *why = "port=down takes after= and for= only", false;
+    rules->rules.push_back(std::move(r));
+    return true;
+  }
+  if (for_given) return *why = "for= is for port= rules", false;
   if (!opcode_name.empty()) {
     if (packet) {
       if (!bth_opcode(opcode_name, &r.opcode)) return *why = "opcode: no BTH opcode '" + std::string(opcode_name) + "'", false;
@@ -200,6 +223,10 @@ bool parse_rule(std::string_view text, Rules* rules, std::string* why) {
 }
 
 std::mutex g_mu;
+// The port thread's: the rules changed. Never destroyed: at exit the
+// thread still waits on it (a destroyed condition variable with a waiter
+// blocks the exit).
+std::condition_variable& g_port_cv = *new std::condition_variable;
 Rules* g_rules = nullptr;  // (under g_mu)
 std::mt19937_64 g_random;
 uint64_t g_loaded_ns = 0;
@@ -251,17 +278,80 @@ namespace {
 // The flags the hooks read, for the rules in force. Under g_mu.
 void raise_flags_for(const Rules& rules) {
   bool armed = false, packets = false;
-  for (const Rule& r : rules.rules) (r.packet != PacketFault::kNone ? packets : armed) = true;
+  for (const Rule& r : rules.rules) (r.packet != PacketFault::kNone || r.port_down ? packets : armed) = true;
   set_flag(&g_control.armed, armed);
   set_flag(&g_control.packets, packets);
 }
+
+void start_port_thread_locked();
 
 void install_locked(Rules rules) {
   SV_INFO("fault rules: %zu, seed %lu", rules.rules.size(), static_cast<unsigned long>(rules.seed));
   g_random.seed(rules.seed);
   g_loaded_ns = monotonic_ns();
   raise_flags_for(rules);
+  bool ports = false;
+  for (const Rule& r : rules.rules) ports |= r.port_down;
   delete std::exchange(g_rules, new Rules(std::move(rules)));  // (read only under g_mu)
+  // A port held down by rules that are gone comes back.
+  if (link_watch::forced_down()) link_watch::force_down(false);
+  if (ports) start_port_thread_locked();
+  g_port_cv.notify_all();
+}
+
+// port=down rules: a thread (started with the first such rule, asleep
+// until the next rule is due) takes the port down and up again on time,
+// whether or not the application calls anything. Under g_mu, but while it
+// waits.
+void port_thread() {
+  pthread_setname_np(pthread_self(), "softverbs-fault");
+  std::unique_lock lk(g_mu);
+  for (;;) {
+    const uint64_t now = monotonic_ns();
+    uint64_t next = UINT64_MAX;
+    Rule* due = nullptr;
+    std::vector<Rule> none;
+    std::vector<Rule>& rules = g_rules ? g_rules->rules : none;
+    for (Rule& r : rules) {
+      if (!r.port_down || r.fired == 2) continue;
+      const uint64_t at = r.down_since_ns ? r.down_since_ns + r.for_ns : g_loaded_ns + r.after_ns;
+      if (at < next) next = at, due = &r;
+    }
+    if (!due) {
+      g_port_cv.wait(lk);
+      continue;
+    }
+    if (next > now) {
+      g_port_cv.wait_until(lk, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(next)));
+      continue;
+    }
+    Rule& r = *due;
+    if (!r.down_since_ns) {
+      ++r.matched;
+      r.fired = 1;
+      r.down_since_ns = now;
+      g_control.injected.fetch_add(1, std::memory_order_relaxed);
+      SV_WARN("fault injected: port 1 down for %.3f s (rule '%s')", r.for_ns / 1e9, r.text.c_str());
+      if (trace::g_on) trace::instant(nullptr, "fault", ("port 1 down (" + r.text + ")").c_str());
+      link_watch::force_down(true);
+    } else {
+      r.fired = 2;
+      SV_WARN("fault injected: port 1 up again (rule '%s')", r.text.c_str());
+      if (trace::g_on) trace::instant(nullptr, "fault", ("port 1 up again (" + r.text + ")").c_str());
+      link_watch::force_down(false);
+    }
+  }
+}
+
+void start_port_thread_locked() {
+  static bool started = false;
+  if (started) return;
+  started = true;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);  // signals stay with the application's threads
+  std::thread(port_thread).detach();
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 void set_status(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -409,6 +499,7 @@ PostFault post_fault_slow(uint32_t qpn, bool recv) {
 }
 
 PacketVerdict packet_fault_slow(bool inbound, const in6_addr& peer, uint32_t dest_qpn, uint8_t opcode) {
+  if (link_watch::forced_down()) return {PacketFault::kDrop};  // (a port down carries nothing)
   std::lock_guard g(g_mu);
   Rules* rules = current_locked();
   if (!rules) return {};

@@ -20,7 +20,10 @@
 // at a post to the QP (qp= narrows it), the async event is raised and the
 // QP goes to ERR, as a device's own fatal error would take it;
 // event=DEVICE_FATAL: the event, every QP of the context to ERR, and from
-// then on every call that needs the device fails with EIO. vanish=kill: at
+// then on every call that needs the device fails with EIO. port=down: the
+// port goes down after= seconds after the rules were read (PORT_ERR, the
+// port's state DOWN, RoCEv2 packets lost both ways) and comes back for=
+// seconds later (1 unless said; PORT_ACTIVE). vanish=kill: at
 // a post (of sends or receives), the process dies of SIGKILL (a peer that
 // vanishes mid-transfer). wc: a status name
 // (IBV_WC_ optional); opcode= (SEND, SEND_WITH_IMM, RDMA_WRITE,
@@ -141,6 +144,9 @@ struct Rule {
   bool any_peer = true;                 // packet: false with peer=
   in6_addr peer{};                      // packet: peer= (IPv4 as ::ffff:a.b.c.d)
   uint64_t delay_ns = 10'000'000;       // packet=delay: delay= (ms)
+  bool port_down = false;               // port=down: the port goes down after= seconds in, for for= seconds
+  uint64_t for_ns = 1'000'000'000;
+  uint64_t down_since_ns = 0;           // (state: when it went down; 0 while up)
   uint64_t nth = 0, every = 0, after_ns = 0;
   double p = -1;
   uint64_t count = 0;  // at most this many faults (0: no limit; nth: 1)

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <mutex>
 #include <new>
 #include <set>
@@ -30,6 +31,8 @@ struct Watch : PrivateHeapObject {
   PrivateVector<GidEntry> gids;  // the table the contexts were last told about
   bool started = false;
 };
+
+std::atomic<bool> g_forced_down{false};  // (force_down)
 
 Watch& watch() {
   static Watch* w = new Watch;  // outlives static destructors: its thread is detached
@@ -66,7 +69,7 @@ void recheck() {
   for (Context* ctx : w.contexts) {
     ctx->forget_gids();
     raise_async_local(ctx, IBV_EVENT_GID_CHANGE, shm::kAsyncPort, 1);
-    if (was_active != active)
+    if (was_active != active && !g_forced_down.load(std::memory_order_relaxed))  // (held down: no change seen)
       raise_async_local(ctx, active ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_PORT_ERR, shm::kAsyncPort, 1);
   }
 }
@@ -131,5 +134,15 @@ void remove(Context* ctx) {
   std::lock_guard g(w.mu);
   w.contexts.erase(ctx);
 }
+
+void force_down(bool down) {
+  Watch& w = watch();
+  std::lock_guard g(w.mu);
+  if (g_forced_down.exchange(down) == down || w.gids.empty()) return;  // (no change, or down anyway)
+  SV_INFO("port 1: %s (fault injected)", down ? "DOWN" : "ACTIVE again");
+  for (Context* ctx : w.contexts) raise_async_local(ctx, down ? IBV_EVENT_PORT_ERR : IBV_EVENT_PORT_ACTIVE, shm::kAsyncPort, 1);
+}
+
+bool forced_down() { return g_forced_down.load(std::memory_order_relaxed); }
 
 }  // namespace sv::link_watch

@@ -19,5 +19,13 @@ namespace link_watch {
 void add(Context* ctx);
 void remove(Context* ctx);
 
+// The port taken down (or up again) whatever the host's addresses say, as
+// a link that goes down and comes back: IBV_EVENT_PORT_ERR or
+// IBV_EVENT_PORT_ACTIVE to every context, and the port's state follows
+// (SOFTVERBS_FAULTS port=down rules, core/faults.h).
+void force_down(bool down);
+// Whether the port is held down so.
+bool forced_down();
+
 }  // namespace link_watch
 }  // namespace sv

@@ -255,4 +255,8 @@ roce_faults_test(faults_write_bw_reorder --stats --expect-counter "seq_naks_sent
 roce_faults_test(faults_rc_pingpong_corrupt --stats --expect-counter "icrc_errors probes" --faults "packet=corrupt,opcode=RC_SEND_ONLY,p=0.05,seed=3" pingpong ibv_rc_pingpong -n 200 -s 512 -c)
 # Switched on from outside, in the running client, a second into its run.
 roce_faults_test(faults_live_write_bw --stats --expect-counter retransmits --live-faults "packet=drop,p=0.03" perftest ib_write_bw -D 3)
+# The port of both hosts down for 0.3 s a second into the run: the
+# requester's timer sends again, RC carries on (perftest allows 7 retries
+# of ~67 ms).
+roce_faults_test(faults_port_flap_write_bw --stats --expect-counter ack_timeouts --faults "port=down,after=1,for=0.3" perftest ib_write_bw -D 3)
 roce_faults_test(faults_send_lat_delay --faults "packet=delay,delay=5,opcode=RC_SEND_ONLY,every=20" perftest ib_send_lat -n 200)

@@ -289,12 +289,12 @@ if [[ -n $drop ]]; then
 fi
 
 if [[ -n $faults ]]; then
-  injected=$(cat "$work"/server.* "$work"/client.* | grep -c "fault injected: packet")
+  injected=$(cat "$work"/server.* "$work"/client.* | grep -c "fault injected: ")
   if [[ -n $live_faults ]] && ! grep -q "fault rules from outside: '$live_faults'" "$work/client.0"; then
     echo "the client did not say it took the rules from outside"; exit 1
   fi
-  echo "packet faults logged ($faults): $injected"
-  ((injected > 0)) || { echo "no packet fault was injected"; exit 1; }
+  echo "faults logged ($faults): $injected"
+  ((injected > 0)) || { echo "no fault was injected"; exit 1; }
 fi
 if [[ -n $impair ]]; then
   kill -TERM $impair_pids 2>/dev/null

@@ -218,3 +218,29 @@ TEST(Faults, SwitchedOnAndOffFromOutsideAndCounted) {
 }
 
 }  // namespace
+
+namespace {
+
+// port=down,after=0.3,for=0.4: the port goes down 0.3 s in (PORT_ERR, its
+// state DOWN) and comes back 0.4 s later (PORT_ACTIVE, ACTIVE), with no
+// verbs call from the application meanwhile.
+TEST(Faults, ThePortGoesDownAndComesBack) {
+  svtest::Device dev;
+  ibv_port_attr port{};
+  ASSERT_EQ(ibv_query_port(dev.ctx, 1, &port), 0);
+  EXPECT_EQ(port.state, IBV_PORT_ACTIVE);
+  ibv_async_event ev{};
+  ASSERT_EQ(ibv_get_async_event(dev.ctx, &ev), 0);  // (blocks until it comes)
+  EXPECT_EQ(ev.event_type, IBV_EVENT_PORT_ERR);
+  EXPECT_EQ(ev.element.port_num, 1);
+  ibv_ack_async_event(&ev);
+  ASSERT_EQ(ibv_query_port(dev.ctx, 1, &port), 0);
+  EXPECT_EQ(port.state, IBV_PORT_DOWN);
+  ASSERT_EQ(ibv_get_async_event(dev.ctx, &ev), 0);
+  EXPECT_EQ(ev.event_type, IBV_EVENT_PORT_ACTIVE);
+  ibv_ack_async_event(&ev);
+  ASSERT_EQ(ibv_query_port(dev.ctx, 1, &port), 0);
+  EXPECT_EQ(port.state, IBV_PORT_ACTIVE);
+}
+
+}  // namespace
