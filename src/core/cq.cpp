@@ -11,6 +11,7 @@
 #include "core/faults.h"
 #include "core/limits.h"
 #include "core/qp.h"
+#include "core/trace.h"
 #include "core/recv_queue.h"
 #include "core/transport.h"
 #include "shm/registry.h"
@@ -222,13 +223,20 @@ shm::RecvQueueShared* own_receive_queue(Cq* cq, uint32_t qpn) {
   return off ? arena.at<shm::RecvQueueShared>(off) : nullptr;
 }
 
-// A peer's receive completion: its WQE is gone from the queue.
+// A receive completion on the timeline (core/trace.h).
+[[gnu::noinline, gnu::cold]] void trace_receive(const shm::CqeFields& c) {
+  trace::received(c.qp_num, c.wr_id, c.opcode, c.byte_len, c.status, c.src_qp);
+}
+
+// A peer's receive completion: its WQE is gone from the queue. (And the
+// timeline's receive event.)
 void note_receive(Cq* cq, const shm::CqeFields& c) {
   if (c.qp_num != cq->rq_qpn || !cq->rq) {
     cq->rq = own_receive_queue(cq, c.qp_num);
     cq->rq_qpn = c.qp_num;
   }
   if (cq->rq) note_receive_taken(cq->rq, c.rq_pos);
+  if (__builtin_expect(trace::g_on, 0)) trace_receive(c);
 }
 
 template <class Use>

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/qp.h"
@@ -153,6 +154,45 @@ void instant(const Qp* qp, const char* what, const char* detail) {
                "\"args\":{\"detail\":\"%s\"}}",
                json_text(what).c_str(), qp ? "t" : "p", now_us(), getpid(), qp ? qp->qp_base.qp_num : 0,
                json_text(detail).c_str());
+  flush();
+}
+
+void instant_qpn(uint32_t qpn, const char* what, const char* detail) {
+  std::lock_guard g(g_mu);
+  if (!g_out) return;
+  std::fprintf(g_out,
+               ",\n{\"name\":\"%s\",\"cat\":\"net\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,\"pid\":%d,\"tid\":%u,"
+               "\"args\":{\"detail\":\"%s\"}}",
+               json_text(what).c_str(), now_us(), getpid(), qpn, json_text(detail).c_str());
+  flush();
+}
+
+void received(uint32_t qpn, uint64_t wr_id, uint32_t opcode, uint32_t bytes, uint32_t status, uint32_t src_qp) {
+  if (!(opcode & IBV_WC_RECV)) return;  // (sends are traced from their post)
+  std::lock_guard g(g_mu);
+  if (!g_out) return;
+  std::fprintf(g_out,
+               ",\n{\"name\":\"%s\",\"cat\":\"recv\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,\"pid\":%d,\"tid\":%u,"
+               "\"args\":{\"wr_id\":\"%#lx\",\"bytes\":%u,\"status\":\"%s\",\"src_qp\":\"%#x\"}}",
+               opcode == IBV_WC_RECV_RDMA_WITH_IMM ? "RECV_RDMA_WITH_IMM" : "RECV", now_us(), getpid(), qpn,
+               static_cast<unsigned long>(wr_id), bytes, ibv_wc_status_str(static_cast<ibv_wc_status>(status)), src_qp);
+  flush();
+}
+
+void packets(uint32_t qpn, uint64_t sent, uint64_t received) {
+  constexpr uint64_t kSampleNs = 1'000'000;
+  static std::unordered_map<uint32_t, uint64_t>* last = new std::unordered_map<uint32_t, uint64_t>;
+  const uint64_t now = monotonic_ns();
+  std::lock_guard g(g_mu);
+  if (!g_out) return;
+  uint64_t& at = (*last)[qpn];
+  if (now - at < kSampleNs) return;
+  at = now;
+  std::fprintf(g_out,
+               ",\n{\"name\":\"QP %#x packets\",\"cat\":\"net\",\"ph\":\"C\",\"ts\":%.3f,\"pid\":%d,"
+               "\"args\":{\"sent\":%lu,\"received\":%lu}}",
+               qpn, static_cast<double>(now) / 1000.0, getpid(), static_cast<unsigned long>(sent),
+               static_cast<unsigned long>(received));
   flush();
 }
 

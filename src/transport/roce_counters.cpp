@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/trace.h"
 #include "shm/runtime_dir.h"
 #include "util/knobs.h"
 #include "util/log.h"
@@ -124,6 +125,34 @@ void Counters::add(uint32_t qpn, Counter c, uint64_t n) {
   if (!file_) return;
   file_->device.v[c].fetch_add(n, std::memory_order_relaxed);
   add_qp(qpn, c, n);
+  if (__builtin_expect(trace::g_on, 0)) trace_event(qpn, c);
+}
+
+// What the engine did for QP `qpn`, on the timeline (core/trace.h): the
+// recovery counters as instant events, the packet counts as a counter.
+void Counters::trace_event(uint32_t qpn, Counter c) {
+  switch (c) {
+    case kPacketsSent:
+    case kPacketsReceived:
+      if (StatsQp* q = slot(qpn))
+        trace::packets(qpn, q->c.v[kPacketsSent].load(std::memory_order_relaxed),
+                       q->c.v[kPacketsReceived].load(std::memory_order_relaxed));
+      return;
+    case kRetransmits:
+    case kAckTimeouts:
+    case kProbes:
+    case kSeqNaksSent:
+    case kSeqNaksReceived:
+    case kRnrNaksSent:
+    case kRnrNaksReceived:
+    case kErrorNaksSent:
+    case kErrorNaksReceived:
+    case kDuplicates:
+      trace::instant_qpn(qpn, counter_name(c), "");
+      return;
+    default:
+      return;
+  }
 }
 
 void Counters::add_qp(uint32_t qpn, Counter c, uint64_t n) {

@@ -117,6 +117,7 @@ class Counters {
 
  private:
   StatsQp* slot(uint32_t qpn);
+  void trace_event(uint32_t qpn, Counter c);
 
   StatsFile* file_ = nullptr;
   std::string path_;

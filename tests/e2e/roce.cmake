@@ -253,6 +253,9 @@ roce_faults_test(faults_read_bw_drop_in --stats --expect-counter duplicates --fa
 roce_faults_test(faults_write_bw_dup --stats --expect-counter duplicates --faults "packet=duplicate,p=0.05" perftest ib_write_bw -n 300)
 roce_faults_test(faults_write_bw_reorder --stats --expect-counter "seq_naks_sent retransmits" --faults "packet=reorder,p=0.05" perftest ib_write_bw -n 300)
 roce_faults_test(faults_rc_pingpong_corrupt --stats --expect-counter "icrc_errors probes" --faults "packet=corrupt,opcode=RC_SEND_ONLY,p=0.05,seed=3" pingpong ibv_rc_pingpong -n 200 -s 512 -c)
+# The timeline between hosts: packets as counters, the recovery as events.
+roce_faults_test(faults_trace_write_bw --trace --faults "packet=drop,p=0.03,seed=5" perftest ib_write_bw -n 300)
+set_property(TEST e2e_roce_faults_trace_write_bw APPEND PROPERTY LABELS trace)
 # Switched on from outside, in the running client, a second into its run.
 roce_faults_test(faults_live_write_bw --stats --expect-counter retransmits --live-faults "packet=drop,p=0.03" perftest ib_write_bw -D 3)
 # The port of both hosts down for 0.3 s a second into the run: the

@@ -12,6 +12,10 @@
 #     --faults RULES  both tools run with SOFTVERBS_FAULTS=RULES (packet=
 #               rules: softverbs' own packet faults); at least one fault
 #               must be logged
+#     --trace   both tools write their timeline (SOFTVERBS_TRACE): each file
+#               must parse, show the QPs' packets as a counter track, and
+#               with --faults the recovery (retransmissions, NAKs, probes)
+#               as events on a QP's track
 #     --live-faults RULES  the same, switched on in the running client (the
 #               first pair's) a second after it started, by softverbs-stat
 #               -p PID -f RULES ($SOFTVERBS_STAT_TOOL)
@@ -57,7 +61,7 @@
 #     CM_READY=REGEX: the client starts once the server's output matches it
 #     CM_MULTICAST=GROUP (with --pcap): the UD SENDs must go to that group address
 set -u
-faults="" live_faults="" netem="" impair="" dup="" drop="" drop_naks="" min_len=0 pcap=0 ipv6=0 stats=0 pairs=1 self_pcap=0 expect_counter="" max_forwarded=""
+trace=0 faults="" live_faults="" netem="" impair="" dup="" drop="" drop_naks="" min_len=0 pcap=0 ipv6=0 stats=0 pairs=1 self_pcap=0 expect_counter="" max_forwarded=""
 while [[ $# -gt 0 && $1 == --* ]]; do
   case $1 in
     --netem) netem=$2; shift 2 ;;
@@ -73,6 +77,7 @@ while [[ $# -gt 0 && $1 == --* ]]; do
     --expect-counter) expect_counter=$2; shift 2 ;;
     --faults) faults=$2; shift 2 ;;
     --live-faults) live_faults=$2; shift 2 ;;
+    --trace) trace=1; shift ;;
     --pairs) pairs=$2; shift 2 ;;
     --max-forwarded-share) max_forwarded=$2; shift 2 ;;
     *) echo "unknown option $1"; exit 2 ;;
@@ -242,6 +247,7 @@ declare -a servers clients
 # ASan on a busy machine could start and end between two samples.)
 ((stats)) && export SOFTVERBS_STAT_AT_EXIT=1
 [[ -n $faults ]] && export SOFTVERBS_FAULTS=$faults
+((trace)) && export SOFTVERBS_TRACE=$work/timeline
 for ((p = 0; p < pairs; p++)); do
   ip netns exec "$a" "$here/with_stacks.sh" 60 "$tool" "$flag" "$ga" -p $((18515 + p)) "$@" >"$work/server.$p" 2>&1 &
   servers[p]=$!
@@ -295,6 +301,30 @@ if [[ -n $faults ]]; then
   fi
   echo "faults logged ($faults): $injected"
   ((injected > 0)) || { echo "no fault was injected"; exit 1; }
+fi
+if ((trace)); then
+  env -u LD_PRELOAD python3 - "$work" "${faults:+recovery}" <<'PY' || exit 1
+import glob, json, sys
+files = sorted(glob.glob(sys.argv[1] + "/timeline.*.json"))
+print(f"timelines: {len(files)}")
+ok = len(files) == 2
+net = {}
+counters = 0
+for f in files:
+    text = open(f).read()
+    if not text.rstrip().endswith("]"):
+        text += "\n]"
+    for e in json.loads(text):
+        if e.get("cat") == "net" and e["ph"] == "C":
+            counters += 1
+        elif e.get("cat") == "net":
+            net[e["name"]] = net.get(e["name"], 0) + 1
+print(f"packet counter samples: {counters}; engine events: {net}")
+ok &= counters > 0
+if sys.argv[2]:
+    ok &= any(net.get(k) for k in ("retransmits", "seq_naks_sent", "probes", "ack_timeouts"))
+sys.exit(0 if ok else 1)
+PY
 fi
 if [[ -n $impair ]]; then
   kill -TERM $impair_pids 2>/dev/null

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The timeline (SOFTVERBS_TRACE): ibv_rc_pingpong's two processes each
 # write a Chrome trace-event file that parses as JSON, with a named track
-# for the QP, its state changes, and each SEND from post to completion;
+# for the QP, its state changes, each SEND from post to completion and each
+# receive completion;
 # with an injected fault, the fault, the failed SEND with its status, and
 # the QP's move to ERR. (The faulted run's server is killed, its client
 # gone: its file stops there, without the closing bracket, which the
@@ -33,7 +34,7 @@ def check(what, ok):
 for name in ("clean", "faulted"):
     files = sorted(glob.glob(f"{work}/{name}.*.json"))
     check(f"{name}: one file per process (2)", len(files) == 2)
-    sends, states, faults, statuses = 0, [], 0, set()
+    sends, recvs, states, faults, statuses = 0, 0, [], 0, set()
     for f in files:
         text = open(f).read()
         if not text.rstrip().endswith("]"):  # (a process killed before its exit: the format allows it)
@@ -51,6 +52,9 @@ for name in ("clean", "faulted"):
                 sends += 1
                 statuses.add(e["args"]["status"])
                 assert e["ph"] == "X" and e["dur"] >= 0 and e["tid"] in tracks
+            elif e.get("cat") == "recv":
+                recvs += 1
+                assert e["ph"] == "i" and e["tid"] in tracks and e["args"]["bytes"] > 0
             elif e.get("cat") == "state":
                 states.append(e["name"])
             elif e.get("cat") == "event" and e["name"] == "fault":
@@ -58,6 +62,7 @@ for name in ("clean", "faulted"):
     if name == "clean":
         check(f"clean: 20 SENDs in each process, from post to completion ({sends})", sends == 40)
         check("clean: every SEND succeeded", statuses == {"success"})
+        check(f"clean: 20 receive completions in each process, on the QP's track ({recvs})", recvs == 40)
         check("clean: the QPs went RESET, INIT, RTR, RTS", [s for s in states if s != "RESET"][:3] == ["INIT", "RTR", "RTS"])
         check("clean: no fault", faults == 0)
     else:
