@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cstdarg>
@@ -17,6 +18,23 @@
 namespace sv::check {
 
 Mode g_mode = Mode::kOff;
+std::atomic<int64_t> g_live_mrs{0};
+std::atomic<bool> g_fork_init{false};
+
+namespace {
+
+// fork-without-fork-init: in the parent, before the fork.
+void before_fork() {
+  const int64_t mrs = g_live_mrs.load(std::memory_order_relaxed);
+  if (mrs > 0 && !g_fork_init.load(std::memory_order_relaxed))
+    report("fork-without-fork-init",
+           "fork() with %ld memory regions registered and ibv_fork_init() never called (nor RDMAV_FORK_SAFE set): "
+           "on a NIC and a kernel before 5.13, a registered page the parent writes after the fork is copied, and "
+           "the device goes on reading and writing the old one",
+           static_cast<long>(mrs));
+}
+
+}  // namespace
 
 void load() {
   static std::once_flag once;
@@ -25,6 +43,7 @@ void load() {
     if (v == "warn") g_mode = Mode::kWarn;
     else if (v == "abort") g_mode = Mode::kAbort;
     else if (!v.empty() && v != "off") SV_WARN("SOFTVERBS_CHECK=%s: warn, abort or off; the checks stay off", v.c_str());
+    if (g_mode != Mode::kOff) pthread_atfork(before_fork, nullptr, nullptr);
   });
 }
 
@@ -40,7 +59,8 @@ bool ours(void* addr) {
   Dl_info info{};
   if (!dladdr(addr, &info)) return false;
   if (info.dli_fbase == own_base) return true;
-  return info.dli_fname && std::strstr(info.dli_fname, "librdmacm.so");
+  // (libc's frames are not the call site either: fork() runs our check.)
+  return info.dli_fname && (std::strstr(info.dli_fname, "librdmacm.so") || std::strstr(info.dli_fname, "/libc.so"));
 }
 
 // "my_program(main+0x53) [0x55d1c0a8b1f3]", or "?" without one.

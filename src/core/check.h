@@ -18,8 +18,18 @@
 //                      acknowledged: the call waits for them, for ever.
 //   mr-in-use          ibv_dereg_mr of an MR that a posted, not yet
 //                      completed work request names.
+//   fork-without-fork-init
+//                      fork() while memory is registered and
+//                      ibv_fork_init() was never called (nor RDMAV_FORK_SAFE
+//                      set): on a NIC and a kernel before 5.13, a page the
+//                      parent writes after the fork is copied, and the
+//                      device goes on reading and writing the old one.
+//   single-thread-cq   a CQ created with IBV_CREATE_CQ_ATTR_SINGLE_THREADED
+//                      polled by two threads at once: a provider that takes
+//                      the hint (mlx5) polls it without a lock.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 namespace sv::check {
@@ -35,5 +45,10 @@ inline bool on() { return __builtin_expect(g_mode != Mode::kOff, 0); }
 // application's call site (the first frame outside softverbs' libraries);
 // aborts under SOFTVERBS_CHECK=abort.
 void report(const char* check, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// Registered memory regions, counted while the checks are on (core/mr.cpp).
+extern std::atomic<int64_t> g_live_mrs;
+// ibv_fork_init() was called (set by the verbs layer).
+extern std::atomic<bool> g_fork_init;
 
 }  // namespace sv::check

@@ -300,10 +300,20 @@ bool ready_after_progress(Cq* cq) {
   return maybe_ready(cq);
 }
 
+void lock_poll_contended(Cq* cq) {
+  if (check::on() && cq->single_threaded && !cq->two_pollers_reported.exchange(true))
+    check::report("single-thread-cq",
+                  "CQ %u, created with IBV_CREATE_CQ_ATTR_SINGLE_THREADED, polled by two threads at once: a provider "
+                  "that takes the hint (mlx5) polls it without a lock",
+                  cq->id);
+  cq->poll_mu.lock();
+}
+
 int poll_cq(Cq* cq, int n, ibv_wc* wc) {
   if (n < 0) return -EINVAL;
   if (!maybe_ready(cq) && !ready_after_progress(cq)) return 0;
-  std::lock_guard g(cq->poll_mu);
+  lock_poll(cq);
+  std::lock_guard g(cq->poll_mu, std::adopt_lock);
   if (cq->shared->attention.load(std::memory_order_relaxed)) handle_qp_attention(cq);
   int got = 0;
   while (got < n && take_oldest(cq, [wc, got](const shm::CqeFields& c) { to_wc(c, &wc[got]); })) ++got;

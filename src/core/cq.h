@@ -60,6 +60,10 @@ struct Cq : ibv_cq_ex, PrivateHeapObject {
   std::atomic<uint64_t> local_tail{0};
   SpinLock produce_mu;  // local ring producers
   SpinLock poll_mu;     // consumers (poll_cq, start/end_poll, resize)
+  // Created IBV_CREATE_CQ_ATTR_SINGLE_THREADED: the application says one
+  // thread polls it (SOFTVERBS_CHECK reports two at once: lock_poll).
+  bool single_threaded = false;
+  std::atomic<bool> two_pollers_reported{false};
 
   Channel* chan = nullptr;
   uint64_t wc_flags = 0;     // what the extended poll API may read
@@ -95,6 +99,12 @@ struct Cq : ibv_cq_ex, PrivateHeapObject {
 };
 
 Cq* create_cq(Context* ctx, int cqe, void* cq_context, Channel* chan, int comp_vector, uint64_t wc_flags);
+// Takes the CQ's poll_mu. Found taken, a CQ created single-threaded is
+// being polled by another thread: with SOFTVERBS_CHECK, reported.
+void lock_poll_contended(Cq* cq);
+inline void lock_poll(Cq* cq) {
+  if (__builtin_expect(!cq->poll_mu.try_lock(), 0)) lock_poll_contended(cq);
+}
 int destroy_cq(Cq* cq);
 int resize_cq(Cq* cq, int cqe);
 int poll_cq(Cq* cq, int n, ibv_wc* wc);

@@ -181,6 +181,7 @@ Mr* reg_mr(Pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
   place_and_publish(*mr, host, key);
   pd->users().fetch_add(1);
   mr->serial = handles::publish(handles::Kind::kMr, mr->handle, mr);
+  if (check::on()) check::g_live_mrs.fetch_add(1, std::memory_order_relaxed);
   return mr;
 }
 
@@ -311,6 +312,7 @@ int dereg_mr(Mr* mr) {
   if (owner->dm) owner->dm->mr_uses->fetch_sub(1);
   host.arena().give_mr_index(owner->index);
   owner->pd_obj->users().fetch_sub(1);
+  if (check::on()) check::g_live_mrs.fetch_sub(1, std::memory_order_relaxed);
   // An original deregistered through an import stays, stale, for its own
   // ibv_dereg_mr to answer EINVAL (the application still holds it).
   delete mr;

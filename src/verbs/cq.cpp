@@ -21,12 +21,15 @@ ibv_cq_ex* create_cq_ex_op(ibv_context* context, ibv_cq_init_attr_ex* a) {
     if (a->flags & ~(IBV_CREATE_CQ_ATTR_SINGLE_THREADED | IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN))
       return fail_null<ibv_cq_ex>(EINVAL);
     if (a->flags & IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN) return fail_null<ibv_cq_ex>(EOPNOTSUPP);
-    // SINGLE_THREADED is a hint: the CQ stays safe for threads regardless.
+    // SINGLE_THREADED is a hint: the CQ stays safe for threads regardless
+    // (SOFTVERBS_CHECK reports two pollers at once: single-thread-cq).
   }
   return guarded<ibv_cq_ex*>(nullptr, [&]() -> ibv_cq_ex* {
     Cq* cq = create_cq(Context::from(context), static_cast<int>(a->cqe), a->cq_context,
                        a->channel ? Channel::from(a->channel) : nullptr, static_cast<int>(a->comp_vector),
                        a->wc_flags);
+    if (cq && (a->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) && (a->flags & IBV_CREATE_CQ_ATTR_SINGLE_THREADED))
+      cq->single_threaded = true;
     return cq;
   });
 }

@@ -69,6 +69,9 @@ SV_EXPORT_1_1(ibv_get_device_list) ibv_device** sv_ibv_get_device_list(int* num_
   const bool profile_ok = device_profile_or_null() != nullptr;
   check::load();
   trace::load();
+  // As rdma-core's ibverbs_init: these ask for ibv_fork_init().
+  static const bool fork_safe = (std::getenv("RDMAV_FORK_SAFE") || std::getenv("IBV_FORK_SAFE")) && ibv_fork_init() == 0;
+  (void)fork_safe;
   const bool listed = faults::load() && profile_ok;
   list[0] = listed ? abi::the_device() : nullptr;
   if (num_devices) *num_devices = listed ? 1 : 0;

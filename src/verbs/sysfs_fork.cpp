@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/check.h"
 #include "util/bits.h"
 #include "verbs/abi.h"
 #include "verbs/sysfs_view.h"
@@ -44,6 +45,7 @@ int madvise_range(void* base, size_t size, int advice) {
 // pinned for DMA), so a fork child gets its own copy of it.
 SV_EXPORT int ibv_fork_init(void) {
   g_fork_initialized = true;
+  sv::check::g_fork_init.store(true, std::memory_order_relaxed);  // (SOFTVERBS_CHECK's fork-without-fork-init)
   return 0;
 }
 

@@ -12,7 +12,10 @@
 #include <string>
 #include <thread>
 
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <atomic>
 
 #include "verbs_fixture.h"
 
@@ -127,6 +130,74 @@ TEST(Check, DeregisteringAnMrAWorkRequestStillNames) {
   expect_report("mr-in-use", [&] { EXPECT_EQ(ibv_dereg_mr(local->mr), 0); });
   local->mr = nullptr;
   delete local;
+}
+
+// fork() while an MR is registered, and ibv_fork_init() never called.
+TEST(Check, ForkWithRegisteredMemoryAndNoForkInit) {
+  svtest::Device dev;
+  svtest::Buffer buf(dev.pd, 4096);
+  expect_report("fork-without-fork-init", [] {
+    const pid_t child = fork();
+    if (child == 0) _exit(0);
+    int status = 0;
+    waitpid(child, &status, 0);
+  });
+}
+
+// A CQ created single-threaded, polled by a second thread while the first
+// is inside ibv_start_poll .. ibv_end_poll.
+TEST(Check, ASingleThreadedCqPolledByTwoThreads) {
+  svtest::Device dev;
+  ibv_cq_init_attr_ex attr{};
+  attr.cqe = 16;
+  attr.wc_flags = IBV_WC_STANDARD_FLAGS;
+  attr.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+  attr.flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
+  ibv_cq_ex* cqx = ibv_create_cq_ex(dev.ctx, &attr);
+  ASSERT_NE(cqx, nullptr);
+  ibv_cq* cq = ibv_cq_ex_to_cq(cqx);
+  ibv_qp* qp = svtest::create_rc_qp(dev.pd, cq, 4);
+  ASSERT_NE(qp, nullptr);
+  ASSERT_EQ(svtest::connect_qp(qp, qp->qp_num), 0);  // (a loopback to itself)
+  svtest::Buffer buf(dev.pd, 64);
+  ibv_sge sge = buf.sge(0, 8);
+  ibv_send_wr wr = svtest::write_wr(&sge, 1, buf.addr() + 32, buf.mr->rkey);
+  ibv_send_wr* bad = nullptr;
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(ibv_post_send(qp, &wr, &bad), 0);  // (two: one stays for the second thread)
+  ibv_poll_cq_attr pattr{};
+  int rc;
+  while ((rc = ibv_start_poll(cqx, &pattr)) == ENOENT) {
+  }
+  ASSERT_EQ(rc, 0);
+  expect_report("single-thread-cq", [&] {
+    std::atomic<bool> polling{false};
+    std::thread second([&] {
+      polling = true;
+      ibv_wc wc;
+      (void)ibv_poll_cq(cq, 1, &wc);  // waits for the first thread's ibv_end_poll
+    });
+    while (!polling) std::this_thread::yield();
+    usleep(300'000);  // (the second thread is in ibv_poll_cq by now)
+    ibv_end_poll(cqx);
+    second.join();
+  });
+  ibv_destroy_qp(qp);
+  ibv_destroy_cq(cq);
+}
+
+// The same fork, after ibv_fork_init(): nothing to say. (Last: the call
+// cannot be undone.)
+TEST(Check, ZForkAfterForkInitIsFine) {
+  svtest::Device dev;
+  svtest::Buffer buf(dev.pd, 4096);
+  ASSERT_EQ(ibv_fork_init(), 0);
+  testing::internal::CaptureStderr();
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  int status = 0;
+  waitpid(child, &status, 0);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.find("check ["), std::string::npos) << err;
 }
 
 }  // namespace
