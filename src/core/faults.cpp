@@ -83,6 +83,7 @@ bool parse_rule(std::string_view text, Rules* rules, std::string* why) {
   Rule r;
   std::string_view opcode_name;  // (resolved once the kind of rule is known)
   bool delay_given = false, for_given = false;
+  int late_and_wc = 0;
   r.text = std::string(text);
   bool kind = false, seed_only = true;
   while (!text.empty()) {
@@ -113,6 +114,14 @@ bool parse_rule(std::string_view text, Rules* rules, std::string* why) {
       if (i == std::size(kStatusNames)) return *why = "wc: no completion status '" + std::string(v) + "'", false;
       r.completion = true;
       r.status = static_cast<ibv_wc_status>(i);
+      ++late_and_wc;
+      kind = true;
+    } else if (key == "late") {
+      double ms;
+      if (!parse_real(v, &ms) || ms <= 0 || ms > 60'000) return *why = "late: milliseconds, up to a minute", false;
+      r.completion = true;
+      r.late_ns = static_cast<uint64_t>(ms * 1e6);
+      ++late_and_wc;
       kind = true;
     } else if (key == "event") {
       std::string_view s = v.substr(0, 10) == "IBV_EVENT_" ? v.substr(10) : v;
@@ -184,7 +193,8 @@ bool parse_rule(std::string_view text, Rules* rules, std::string* why) {
     }
   }
   if (seed_only) return true;
-  if (!kind) return *why = "none of call=, wc=, event=, vanish=, packet=, port=", false;
+  if (!kind) return *why = "none of call=, wc=, late=, event=, vanish=, packet=, port=", false;
+  if (late_and_wc > 1) return *why = "wc= or late=, not both", false;
   const bool packet = r.packet != PacketFault::kNone;
   if (packet + r.completion + r.event + r.port_down + (r.call != Call::kCount) > 1)
     return *why = "one of call=, wc=, event=, vanish=, packet=, port= in a rule", false;
@@ -455,7 +465,7 @@ int call_fault(Call c) {
   return 0;
 }
 
-bool completion_fault_slow(uint32_t qpn, ibv_wr_opcode opcode, ibv_wc_status* status) {
+bool completion_fault_slow(uint32_t qpn, ibv_wr_opcode opcode, CompletionFault* f) {
   std::lock_guard g(g_mu);
   Rules* rules = current_locked();
   if (!rules) return false;
@@ -463,15 +473,16 @@ bool completion_fault_slow(uint32_t qpn, ibv_wr_opcode opcode, ibv_wc_status* st
     if (!r.completion || r.event || (r.qpn >= 0 && static_cast<uint32_t>(r.qpn) != qpn) || (r.opcode >= 0 && r.opcode != opcode))
       continue;
     if (!fires(r)) continue;
-    SV_WARN("fault injected: QP %#x work request %lu of rule '%s' completes with %s", qpn,
-            static_cast<unsigned long>(r.matched), r.text.c_str(), ibv_wc_status_str(r.status));
-    *status = r.status;
-    if (trace::g_on) {
-      char what[160];
-      std::snprintf(what, sizeof what, "QP %#x: a work request completes with %s (%s)", qpn,
-                    ibv_wc_status_str(r.status), r.text.c_str());
-      trace::instant(nullptr, "fault", what);
-    }
+    char what[200];
+    if (r.late_ns)
+      std::snprintf(what, sizeof what, "QP %#x work request %lu of rule '%s' completes %.3f ms late", qpn,
+                    static_cast<unsigned long>(r.matched), r.text.c_str(), r.late_ns / 1e6);
+    else
+      std::snprintf(what, sizeof what, "QP %#x work request %lu of rule '%s' completes with %s", qpn,
+                    static_cast<unsigned long>(r.matched), r.text.c_str(), ibv_wc_status_str(r.status));
+    SV_WARN("fault injected: %s", what);
+    if (trace::g_on) trace::instant(nullptr, "fault", what);
+    *f = CompletionFault{r.status, r.late_ns};
     return true;
   }
   return false;

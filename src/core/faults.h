@@ -10,6 +10,7 @@
 //   call=ibv_post_send,errno=ENOMEM,p=0.01
 //   wc=RETRY_EXC_ERR,opcode=RDMA_WRITE,nth=100
 //   wc=REM_ACCESS_ERR,qp=0x10004,every=50,count=2
+//   late=20,opcode=RDMA_WRITE,every=10
 //   event=QP_FATAL,nth=100
 //   packet=drop,p=0.01
 //   packet=delay,delay=5,dir=out,peer=10.0.0.2,opcode=RC_SEND_ONLY,every=20
@@ -26,7 +27,9 @@
 // seconds later (1 unless said; PORT_ACTIVE). vanish=kill: at
 // a post (of sends or receives), the process dies of SIGKILL (a peer that
 // vanishes mid-transfer). wc: a status name
-// (IBV_WC_ optional); opcode= (SEND, SEND_WITH_IMM, RDMA_WRITE,
+// (IBV_WC_ optional); late=MS instead: the work request completes MS
+// milliseconds late (executed that late; what follows waits behind it);
+// opcode= (SEND, SEND_WITH_IMM, RDMA_WRITE,
 // RDMA_WRITE_WITH_IMM, RDMA_READ, ATOMIC_CMP_AND_SWP, ATOMIC_FETCH_AND_ADD)
 // and qp= (a QPN) narrow it to matching send work requests. Triggers: nth=N
 // (the Nth match, once), every=N (each Nth), p=P (each match with
@@ -82,11 +85,19 @@ bool load();
 int call_fault(Call c);
 inline int call(Call c) { return __builtin_expect(armed(), 0) ? call_fault(c) : 0; }
 
-// Whether the send work request (`qpn`, `opcode`) completes with an
-// injected status now; *status then says which.
-bool completion_fault_slow(uint32_t qpn, ibv_wr_opcode opcode, ibv_wc_status* status);
-inline bool completion_fault(uint32_t qpn, ibv_wr_opcode opcode, ibv_wc_status* status) {
-  return __builtin_expect(armed(), 0) && completion_fault_slow(qpn, opcode, status);
+// What a send work request's completion gets: a status other than
+// success (wc=), or to come `late_ns` late (late=; executed that much
+// later, and what is posted after it waits behind it, in order).
+struct CompletionFault {
+  ibv_wc_status status = IBV_WC_SUCCESS;
+  uint64_t late_ns = 0;
+  uint64_t due_ns = 0;  // (late: when it may go, set when its turn first came)
+};
+// Whether the send work request (`qpn`, `opcode`) gets a completion fault
+// now; *f then says which.
+bool completion_fault_slow(uint32_t qpn, ibv_wr_opcode opcode, CompletionFault* f);
+inline bool completion_fault(uint32_t qpn, ibv_wr_opcode opcode, CompletionFault* f) {
+  return __builtin_expect(armed(), 0) && completion_fault_slow(qpn, opcode, f);
 }
 
 // What happens at a post to QP `qpn` now (event= and vanish= rules).
@@ -137,6 +148,7 @@ struct Rule {
   Call call = Call::kCount;
   int err = 0;                          // call: the errno
   ibv_wc_status status = IBV_WC_SUCCESS;  // wc: the status
+  uint64_t late_ns = 0;                 // late=: the completion this much late (ms in the rule)
   int opcode = -1;                      // wc: only this opcode; packet: this BTH opcode (-1: any)
   int64_t qpn = -1;                     // wc: only this QP; packet: the BTH's destination QP (-1: any)
   PacketFault packet = PacketFault::kNone;  // packet=

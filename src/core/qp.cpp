@@ -758,7 +758,7 @@ template <bool kFaults>
     }
     uint64_t pos = qp->sq_tail;
     Response answer{};
-    ibv_wc_status injected = IBV_WC_SUCCESS;  // (SOFTVERBS_FAULTS: queued, and failed in its turn)
+    faults::CompletionFault injected;  // (SOFTVERBS_FAULTS: queued, and failed or delayed in its turn)
     bool fault = false;
     if constexpr (kFaults) {
       fault = faults::completion_fault(qp->qp_base.qp_num, wr->opcode, &injected);

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/faults.h"
 #include "core/ib_timers.h"
 #include "core/cq.h"
 #include "core/pd.h"
@@ -87,8 +88,9 @@ struct Qp : ibv_qp_ex, PrivateHeapObject {
   PrivateVector<uint8_t> odp_scratch;  // bytes of on-demand MRs in transit (requester.cpp)
   PrivateVector<uint32_t> sq_xrc_srqn;   // XRC_SEND: each slot's remote SRQ number
   // Send queue positions whose work requests complete with an injected
-  // status (SOFTVERBS_FAULTS' wc= rules, core/faults.h). Under sq_mu.
-  PrivateVector<std::pair<uint64_t, ibv_wc_status>> fault_wqes;
+  // status or late (SOFTVERBS_FAULTS' wc= and late= rules, core/faults.h).
+  // Under sq_mu.
+  PrivateVector<std::pair<uint64_t, faults::CompletionFault>> fault_wqes;
   // When each send queue slot's work request was posted (SOFTVERBS_TRACE,
   // core/trace.h; empty without it).
   PrivateVector<uint64_t> trace_posted;

@@ -77,7 +77,7 @@ SendWqe* begin(ibv_qp_ex* q, ibv_wr_opcode op, uint64_t needed_flag) {
   w.num_sge = 0;
   w.signaled = qp->sig_all || (q->wr_flags & IBV_SEND_SIGNALED);
   w.inlined = false;
-  if (ibv_wc_status injected; faults::completion_fault(qp->qp_base.qp_num, op, &injected))
+  if (faults::CompletionFault injected; faults::completion_fault(qp->qp_base.qp_num, op, &injected))
     qp->fault_wqes.emplace_back(qp->batch_tail, injected);
   if (__builtin_expect(trace::g_on, 0)) trace::posted(qp, qp->batch_tail);
   if (qp->type == IBV_QPT_UD) qp->ud_dest(qp->batch_tail) = Destination{};  // until wr_set_ud_addr

@@ -357,15 +357,23 @@ bool execute_raw(Qp* qp, uint64_t pos) {
   return true;
 }
 
-// The status injected for the WQE at `pos` (SOFTVERBS_FAULTS), taken from
-// the QP's list; IBV_WC_SUCCESS when none.
-ibv_wc_status take_injected(Qp* qp, uint64_t pos) {
+// The fault injected for the WQE at `pos` (SOFTVERBS_FAULTS), taken from
+// the QP's list once it is due; none (success, not late) when there is none.
+faults::CompletionFault take_injected(Qp* qp, uint64_t pos) {
   while (!qp->fault_wqes.empty() && qp->fault_wqes.front().first < pos)  // (flushed meanwhile)
     qp->fault_wqes.erase(qp->fault_wqes.begin());
-  if (qp->fault_wqes.empty() || qp->fault_wqes.front().first != pos) return IBV_WC_SUCCESS;
-  const ibv_wc_status st = qp->fault_wqes.front().second;
+  if (qp->fault_wqes.empty() || qp->fault_wqes.front().first != pos) return {};
+  faults::CompletionFault& f = qp->fault_wqes.front().second;
+  if (f.late_ns) {
+    // Late: its turn, the first time it comes, sets when it may go; it
+    // waits (resume_at_ns) until then.
+    const uint64_t now = monotonic_ns();
+    if (!f.due_ns) f.due_ns = now + f.late_ns;
+    if (now < f.due_ns) return f;
+  }
+  const ibv_wc_status status = f.status;
   qp->fault_wqes.erase(qp->fault_wqes.begin());
-  return st;
+  return faults::CompletionFault{status};
 }
 
 // Executes the WQE at sq_exec. False when the queue must wait (retry later).
@@ -374,8 +382,13 @@ ibv_wc_status take_injected(Qp* qp, uint64_t pos) {
 bool execute_next(Qp* qp) {
   const uint64_t pos = qp->sq_exec;
   if (__builtin_expect(faults::armed(), 0) && !qp->fault_wqes.empty()) {
-    if (const ibv_wc_status st = take_injected(qp, pos); st != IBV_WC_SUCCESS) {
-      fail(qp, pos, st);  // as the device's own error would: the QP to ERR, the rest flushed
+    const faults::CompletionFault f = take_injected(qp, pos);
+    if (f.due_ns) {  // not yet: run_send_queue_locked schedules the resume
+      qp->resume_at_ns = f.due_ns;
+      return false;
+    }
+    if (f.status != IBV_WC_SUCCESS) {
+      fail(qp, pos, f.status);  // as the device's own error would: the QP to ERR, the rest flushed
       return true;
     }
   }

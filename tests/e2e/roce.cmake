@@ -262,4 +262,7 @@ roce_faults_test(faults_live_write_bw --stats --expect-counter retransmits --liv
 # requester's timer sends again, RC carries on (perftest allows 7 retries
 # of ~67 ms).
 roce_faults_test(faults_port_flap_write_bw --stats --expect-counter ack_timeouts --faults "port=down,after=1,for=0.3" perftest ib_write_bw -D 3)
+# Every 25th WRITE completes 5 ms late, between hosts: perftest's latency
+# shows it, and the run completes.
+roce_faults_test(faults_write_lat_late --faults "late=5,opcode=RDMA_WRITE,every=25" perftest ib_write_lat -n 200)
 roce_faults_test(faults_send_lat_delay --faults "packet=delay,delay=5,opcode=RC_SEND_ONLY,every=20" perftest ib_send_lat -n 200)

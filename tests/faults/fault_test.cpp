@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -134,6 +135,36 @@ TEST(Faults, ACqErrorOnDemand) {
   EXPECT_EQ(ev.event_type, IBV_EVENT_CQ_ERR);
   EXPECT_EQ(ev.element.cq, pair.cq_a);
   ibv_ack_async_event(&ev);
+}
+
+// late=200,opcode=RDMA_WRITE,nth=2: the second WRITE completes 200 ms
+// late, and the third, posted with it, after it: in order, as a NIC's.
+TEST(Faults, AWorkRequestCompletesLate) {
+  svtest::Device dev;
+  svtest::QpPair pair(dev, IBV_QPT_RC);
+  svtest::Buffer local(dev.pd, 64), remote(dev.pd, 64);
+  ibv_sge sge = local.sge(0, 8);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (uint64_t id = 1; id <= 3; ++id) {
+    ibv_send_wr wr = svtest::write_wr(&sge, 1, remote.addr(), remote.mr->rkey, IBV_SEND_SIGNALED, id);
+    ibv_send_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_send(pair.a, &wr, &bad), 0);
+  }
+  std::vector<std::pair<uint64_t, double>> done;  // wr_id, ms since the posts
+  while (done.size() < 3 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
+    ibv_wc wc;
+    if (ibv_poll_cq(pair.cq_a, 1, &wc) == 1) {
+      EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+      done.emplace_back(wc.wr_id, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  ASSERT_EQ(done.size(), 3u);
+  EXPECT_EQ(done[0].first, 1u);
+  EXPECT_LT(done[0].second, 150.0);  // (on time)
+  EXPECT_EQ(done[1].first, 2u);
+  EXPECT_GE(done[1].second, 200.0);
+  EXPECT_EQ(done[2].first, 3u);
+  EXPECT_GE(done[2].second, done[1].second);
 }
 
 // event=DEVICE_FATAL,nth=2: at the second post, IBV_EVENT_DEVICE_FATAL;
