@@ -22,6 +22,12 @@ check "ibv_rc_pingpong: fails at the injected completion" test $rc != 0
 check "ibv_rc_pingpong: reports its status" grep -q "Failed status transport retry counter exceeded (12)" "$work/retry"
 check "the fault is logged with its rule" grep -q "fault injected: QP .* work request 5 of rule 'wc=RETRY_EXC_ERR,nth=5'" "$work/retry"
 
+# RNR retries exhausted at the tenth SEND: the pingpong says so.
+tool_pair "$work/rnr" "" "SOFTVERBS_FAULTS=wc=RNR_RETRY_EXC_ERR,opcode=SEND,nth=10" ibv_rc_pingpong -g "$gid" -n 50
+rc=$?
+check "ibv_rc_pingpong: fails when its RNR retries run out" test $rc != 0
+check "ibv_rc_pingpong: reports RNR retry counter exceeded" grep -q "Failed status RNR retry counter exceeded (13)" "$work/rnr"
+
 # perftest's first registration fails: it says so and stops.
 tool_pair "$work/mr" "" "SOFTVERBS_FAULTS=call=ibv_reg_mr,errno=ENOMEM,nth=1" ib_write_bw -x "$gid" -n 100
 rc=$?
