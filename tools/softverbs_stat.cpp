@@ -100,7 +100,14 @@ int set_faults(pid_t pid, const std::string& rules) {
     return 1;
   }
   bool armed = false, packets = false;
-  for (const faults::Rule& r : parsed.rules) (r.packet != faults::PacketFault::kNone ? packets : armed) = true;
+  for (const faults::Rule& r : parsed.rules) {
+    if (r.call != faults::Call::kCount && faults::is_rdmacm_call(r.call)) {
+      std::fprintf(stderr, "softverbs-stat: %s: librdmacm's calls take their rules from SOFTVERBS_FAULTS only\n",
+                   r.text.c_str());
+      return 1;
+    }
+    (r.packet != faults::PacketFault::kNone || r.port_down ? packets : armed) = true;
+  }
   const std::string path = faults::control_path(pid);
   auto* c = static_cast<faults::ControlPage*>(map_file(path, sizeof(faults::ControlPage), true));
   if (!c || c->magic != faults::kControlMagic || c->version != faults::kControlVersion || !alive(c->pid)) {

@@ -54,22 +54,9 @@
 #include <vector>
 
 #include "core/fault_control.h"
+#include "faults/fault_rules.h"
 
 namespace sv::faults {
-
-// The verbs calls a rule may name.
-enum class Call : uint8_t {
-  kAllocPd,
-  kRegMr,
-  kCreateCq,
-  kCreateQp,
-  kModifyQp,
-  kCreateSrq,
-  kCreateAh,
-  kPostSend,
-  kPostRecv,
-  kCount
-};
 
 // True when rules for verbs (call=, wc=, event=) are in force: the checks
 // below cost a load and a branch when none are. (The flag is in the control
@@ -114,15 +101,6 @@ inline PostFault post_fault(uint32_t qpn, bool recv) {
   return __builtin_expect(armed(), 0) ? post_fault_slow(qpn, recv) : PostFault::kNone;
 }
 
-// What happens to a RoCEv2 packet (packet= rules).
-enum class PacketFault : uint8_t {
-  kNone,
-  kDrop,       // lost on the way
-  kDuplicate,  // arrives twice
-  kReorder,    // overtaken by the packets sent after it (held until the next send, 1 ms at most)
-  kDelay,      // arrives `delay` later
-  kCorrupt,    // arrives with a bad ICRC (the receiver drops it, and counts an ICRC error)
-};
 struct PacketVerdict {
   PacketFault fault = PacketFault::kNone;
   uint64_t delay_ns = 0;  // kDelay
@@ -137,42 +115,6 @@ inline PacketVerdict packet_fault(bool inbound, const in6_addr& peer, uint32_t d
 
 // Faults injected so far in this process.
 uint64_t injected();
-
-// One rule of SOFTVERBS_FAULTS, and what it has done.
-struct Rule {
-  std::string text;  // as written, for the log
-  bool completion = false;
-  bool event = false;                   // at a post to the QP: an async event (event=), or vanish=
-  bool vanish = false;                  // vanish=kill
-  ibv_event_type event_type = IBV_EVENT_QP_FATAL;
-  Call call = Call::kCount;
-  int err = 0;                          // call: the errno
-  ibv_wc_status status = IBV_WC_SUCCESS;  // wc: the status
-  uint64_t late_ns = 0;                 // late=: the completion this much late (ms in the rule)
-  int opcode = -1;                      // wc: only this opcode; packet: this BTH opcode (-1: any)
-  int64_t qpn = -1;                     // wc: only this QP; packet: the BTH's destination QP (-1: any)
-  PacketFault packet = PacketFault::kNone;  // packet=
-  bool inbound = false;                 // packet: dir=in
-  bool any_peer = true;                 // packet: false with peer=
-  in6_addr peer{};                      // packet: peer= (IPv4 as ::ffff:a.b.c.d)
-  uint64_t delay_ns = 10'000'000;       // packet=delay: delay= (ms)
-  bool port_down = false;               // port=down: the port goes down after= seconds in, for for= seconds
-  uint64_t for_ns = 1'000'000'000;
-  uint64_t down_since_ns = 0;           // (state: when it went down; 0 while up)
-  uint64_t nth = 0, every = 0, after_ns = 0;
-  double p = -1;
-  uint64_t count = 0;  // at most this many faults (0: no limit; nth: 1)
-  // State.
-  uint64_t matched = 0, fired = 0;
-};
-
-struct Rules {
-  std::vector<Rule> rules;
-  uint64_t seed = 1;
-};
-
-// Parses rules (for tests, and load()): false with the reason in *why.
-bool parse(std::string_view text, Rules* out, std::string* why);
 
 // From now on, these rules instead of those before (their counts start
 // again; after= counts from now; the generator is seeded again).

@@ -1,5 +1,6 @@
 // rdma_bind_addr, rdma_resolve_addr, rdma_resolve_route, and the address
 // and socket-name helpers of cm_address.h.
+#include "cm_faults.h"
 #include "cm_address.h"
 
 #include <arpa/inet.h>
@@ -187,6 +188,7 @@ using namespace sv::rdmacm;
 extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_bind_addr(struct rdma_cm_id* cm_id,
                                                       struct sockaddr* addr) {
   if (!cm_id || !addr) return fail(EINVAL);
+  if (int e = call_fault(sv::faults::Call::kRdmaBindAddr)) return fail(e);  // (SOFTVERBS_FAULTS)
   return guarded(-1, [&] {
     CmLock lock(cm_mutex());
     Id* id = id_of(cm_id);
@@ -200,6 +202,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_resolve_addr(struct rdma_cm_id* cm_i
                                                          struct sockaddr* dst_addr,
                                                          int timeout_ms) {
   if (!cm_id || !dst_addr) return fail(EINVAL);
+  if (int e = call_fault(sv::faults::Call::kRdmaResolveAddr)) return fail(e);  // (SOFTVERBS_FAULTS)
   return guarded(-1, [&] {
     CmLock lock(cm_mutex());
     Id* id = id_of(cm_id);
@@ -254,6 +257,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_resolve_addr(struct rdma_cm_id* cm_i
 
 extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_resolve_route(struct rdma_cm_id* cm_id, int timeout_ms) {
   if (!cm_id) return fail(EINVAL);
+  if (int e = call_fault(sv::faults::Call::kRdmaResolveRoute)) return fail(e);  // (SOFTVERBS_FAULTS)
   return guarded(-1, [&] {
     CmLock lock(cm_mutex());
     Id* id = id_of(cm_id);

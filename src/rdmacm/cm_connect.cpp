@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "cm_faults.h"
 #include "c_boundary.h"
 #include "cm_address.h"
 #include "cm_device.h"
@@ -92,6 +93,7 @@ using namespace sv::rdmacm;
 
 extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_listen(struct rdma_cm_id* cm_id, int backlog) {
   if (!cm_id) return fail(EINVAL);
+  if (int e = call_fault(sv::faults::Call::kRdmaListen)) return fail(e);  // (SOFTVERBS_FAULTS)
   return guarded(-1, [&] {
     CmLock lock(cm_mutex());
     Id* id = id_of(cm_id);
@@ -151,6 +153,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_get_request(struct rdma_cm_id* liste
 extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_connect(struct rdma_cm_id* cm_id,
                                                     struct rdma_conn_param* param) {
   if (!cm_id) return fail(EINVAL);
+  if (int e = call_fault(sv::faults::Call::kRdmaConnect)) return fail(e);  // (SOFTVERBS_FAULTS)
   return guarded(-1, [&] {
     CmLock lock(cm_mutex());
     Id* id = id_of(cm_id);
@@ -222,6 +225,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_connect(struct rdma_cm_id* cm_id,
 extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_accept(struct rdma_cm_id* cm_id,
                                                    struct rdma_conn_param* param) {
   if (!cm_id) return fail(EINVAL);
+  if (int e = call_fault(sv::faults::Call::kRdmaAccept)) return fail(e);  // (SOFTVERBS_FAULTS)
   return guarded(-1, [&] {
     CmLock lock(cm_mutex());
     Id* id = id_of(cm_id);

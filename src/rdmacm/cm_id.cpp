@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 
+#include "cm_faults.h"
 #include "c_boundary.h"
 #include "cm_address.h"
 #include "cm_network.h"
@@ -78,6 +79,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_create_id(struct rdma_event_channel*
                                                       struct rdma_cm_id** out, void* context,
                                                       enum rdma_port_space ps) {
   if (!out || !valid_port_space(ps)) return fail(EINVAL);
+  if (int e = call_fault(sv::faults::Call::kRdmaCreateId)) return fail(e);  // (SOFTVERBS_FAULTS)
   return guarded(-1, [&] {
     const ibv_qp_type qp_type =
         (ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB) ? IBV_QPT_UD : IBV_QPT_RC;

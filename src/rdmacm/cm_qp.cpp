@@ -1,6 +1,7 @@
 // rdma_create_qp(_ex) / rdma_destroy_qp exactly as their man pages say,
 // rdma_create_srq(_ex) / rdma_destroy_srq, rdma_init_qp_attr, and the QP
 // transitions the connection manager performs for the user.
+#include "cm_faults.h"
 #include "cm_qp.h"
 
 #include "cm_device.h"
@@ -254,6 +255,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_init_qp_attr(struct rdma_cm_id* cm_i
 extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_create_qp_ex(struct rdma_cm_id* cm_id,
                                                          struct ibv_qp_init_attr_ex* attr) {
   if (!cm_id || !attr) return fail(EINVAL);
+  if (int e = call_fault(sv::faults::Call::kRdmaCreateQp)) return fail(e);  // (SOFTVERBS_FAULTS)
   return guarded(-1, [&] {
     CmLock lock(cm_mutex());
     return create_qp(id_of(cm_id), attr);

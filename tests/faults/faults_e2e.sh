@@ -34,6 +34,22 @@ rc=$?
 check "ib_write_bw: fails when its MR cannot be registered" test $rc != 0
 check "ib_write_bw: says it could not allocate the MR" grep -q "Couldn't allocate MR" "$work/mr"
 
+# librdmacm's calls: perftest over rdma_cm (-R) whose rdma_connect fails,
+# rping whose address resolution fails; each says so and stops.
+tool_pair "$work/cm_connect" "" "SOFTVERBS_FAULTS=call=rdma_connect,errno=ETIMEDOUT,nth=1" ib_write_bw -R -n 100
+rc=$?
+check "ib_write_bw -R: fails when rdma_connect does" test $rc != 0
+check "ib_write_bw -R: says rdma_connect failed" grep -q "Function rdma_connect failed" "$work/cm_connect"
+check "the fault is logged" grep -q "fault injected: rdma_connect fails with ETIMEDOUT" "$work/cm_connect"
+if command -v rping >/dev/null; then
+  SOFTVERBS_FAULTS="call=rdma_resolve_addr,errno=EHOSTUNREACH,nth=1" timeout 30 rping -c -a 127.0.0.1 -p "$port" -C 1 \
+    >"$work/cm_resolve" 2>&1
+  rc=$?
+  check "rping: fails when rdma_resolve_addr does" test $rc != 0
+  check "rping: reports it" grep -q "rdma_resolve_addr: No route to host" "$work/cm_resolve"
+  port=$((port + 1))
+fi
+
 # A seeded probability: the same faults in two runs, others with another seed.
 for run in 1 2; do
   tool_pair "$work/p$run" "" "SOFTVERBS_FAULTS=wc=REM_ACCESS_ERR,p=0.02,seed=7" ibv_rc_pingpong -g "$gid" -n 500

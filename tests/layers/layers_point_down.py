@@ -13,13 +13,14 @@ ALLOWED = {
     "util": set(),
     "net": set(),
     "ibcm": {"util"},
+    "faults": {"net", "util"},
     "shm": {"util"},
     "hostd": {"shm", "util", "net", "ibcm"},
-    "core": {"shm", "util", "net"},
-    "transport": {"core", "shm", "util", "net", "ibcm", "hostd"},
-    "verbs": {"transport", "core", "shm", "util", "net", "ibcm", "hostd"},
+    "core": {"shm", "util", "net", "faults"},
+    "transport": {"core", "shm", "util", "net", "ibcm", "hostd", "faults"},
+    "verbs": {"transport", "core", "shm", "util", "net", "ibcm", "hostd", "faults"},
     # librdmacm reaches verbs only through the public libibverbs API.
-    "rdmacm": {"ibcm", "net", "util"},
+    "rdmacm": {"ibcm", "net", "util", "faults"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 

@@ -61,6 +61,20 @@ TEST(FaultRules, PacketRules) {
   EXPECT_EQ(r.rules[3].opcode, 0x64);  // UD SEND_ONLY
 }
 
+TEST(FaultRules, LibrdmacmCalls) {
+  Rules r;
+  std::string why;
+  ASSERT_TRUE(parse("call=rdma_connect,errno=ECONNREFUSED,nth=2;call=rdma_resolve_addr,errno=EHOSTUNREACH", &r, &why))
+      << why;
+  ASSERT_EQ(r.rules.size(), 2u);
+  EXPECT_EQ(r.rules[0].call, Call::kRdmaConnect);
+  EXPECT_EQ(r.rules[0].err, ECONNREFUSED);
+  EXPECT_TRUE(is_rdmacm_call(r.rules[0].call));
+  EXPECT_STREQ(call_name(r.rules[1].call), "rdma_resolve_addr");
+  EXPECT_EQ(r.rules[1].err, EHOSTUNREACH);
+  EXPECT_FALSE(is_rdmacm_call(Call::kRegMr));
+}
+
 TEST(FaultRules, ASeedAloneIsNoRule) {
   Rules r;
   std::string why;
