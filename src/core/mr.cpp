@@ -12,6 +12,7 @@
 #include "core/device_profile.h"
 #include "core/faults.h"
 #include "core/limits.h"
+#include "core/object_budget.h"
 #include "core/qp.h"
 #include "core/mw.h"
 #include "core/pinned_pages.h"
@@ -22,6 +23,11 @@
 #include "util/proc_maps.h"
 
 namespace sv {
+
+namespace {
+ObjectBudget g_mr_budget;  // MRs of the process (max_mr is the profile's)
+}  // namespace
+
 namespace {
 
 constexpr uint64_t kPageSize = 4096;
@@ -159,8 +165,14 @@ Mr* reg_mr(Pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
     return nullptr;
   }
   shm::Host& host = *pd->ctx->host;
+  if (!g_mr_budget.take(device_profile().max_mr)) {
+    uncharge_pinned_pages(charge);
+    errno = ENOMEM;  // (the profile's max_mr)
+    return nullptr;
+  }
   int64_t idx = host.arena().take_mr_index();
   if (idx < 0) {
+    g_mr_budget.give();
     uncharge_pinned_pages(charge);
     errno = ENOMEM;
     return nullptr;
@@ -311,6 +323,7 @@ int dereg_mr(Mr* mr) {
   owner->charged_pages = 0;
   if (owner->dm) owner->dm->mr_uses->fetch_sub(1);
   host.arena().give_mr_index(owner->index);
+  if (!owner->dm) g_mr_budget.give();  // (device memory MRs are not counted)
   owner->pd_obj->users().fetch_sub(1);
   if (check::on()) check::g_live_mrs.fetch_sub(1, std::memory_order_relaxed);
   // An original deregistered through an import stays, stale, for its own

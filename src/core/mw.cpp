@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cerrno>
 
+#include "core/device_profile.h"
 #include "core/mr.h"
 #include "core/qp.h"
 
@@ -29,6 +30,16 @@ shm::MrEntry* peer_entry(const shm::Peer& owner, uint32_t rkey) {
 Mw* alloc_mw(Pd* pd, ibv_mw_type type) {
   if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) {
     errno = EINVAL;
+    return nullptr;
+  }
+  // A profile of a device without windows (siw): none, as its provider
+  // has no alloc_mw; one with fewer: as many.
+  if (device_profile().max_mw == 0) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  if (static_cast<uint64_t>(g_windows.load(std::memory_order_relaxed)) >= device_profile().max_mw) {
+    errno = ENOMEM;
     return nullptr;
   }
   shm::Host& host = *pd->ctx->host;

@@ -123,6 +123,10 @@ Ah* create_ah(Pd* pd, const ibv_ah_attr& attr) {
     errno = e;
     return nullptr;
   }
+  if (device_profile().max_ah == 0) {  // (a profile of a device without address handles: siw, iWARP)
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
   if (pd->ctx->ah_count.fetch_add(1) >= device_profile().max_ah) {
     pd->ctx->ah_count.fetch_sub(1);
     errno = ENOMEM;

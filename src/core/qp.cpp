@@ -19,6 +19,7 @@
 #include "core/faults.h"
 #include "core/trace.h"
 #include "core/limits.h"
+#include "core/object_budget.h"
 #include "core/qp_state.h"
 #include "core/requester.h"
 #include "core/scheduler.h"
@@ -28,6 +29,11 @@
 #include "util/log.h"
 
 namespace sv {
+
+namespace {
+ObjectBudget g_qp_budget;  // QPs of the process (max_qp is the profile's)
+}  // namespace
+
 namespace {
 
 constexpr uint32_t kKnownInitMask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
@@ -358,9 +364,14 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
     errno = e;
     return nullptr;
   }
+  if (!g_qp_budget.take(device_profile().max_qp)) {
+    errno = ENOMEM;  // (the profile's max_qp)
+    return nullptr;
+  }
   shm::Arena& arena = ctx->host->arena();
   int64_t idx = arena.take_qp_index();
   if (idx < 0) {
+    g_qp_budget.give();
     errno = ENOMEM;
     return nullptr;
   }
@@ -419,6 +430,7 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
   if (err) {
     if (qp->shared_off) arena.free(qp->shared_off, sizeof(shm::QpShared));
     arena.give_qp_index(qp->index);
+    g_qp_budget.give();
     delete qp;
     errno = err;
     return nullptr;
@@ -593,6 +605,7 @@ int destroy_qp(Qp* qp) {
   if (qp->srq_obj) qp->srq_obj->users.fetch_sub(1);
   if (qp->xrcd) qp->xrcd->users.fetch_sub(1);
   if (qp->ind_table) qp->ind_table->qps.fetch_sub(1);
+  g_qp_budget.give();
   delete qp;
   return 0;
 }

@@ -6,9 +6,15 @@
 #include "core/device_profile.h"
 #include "core/faults.h"
 #include "core/limits.h"
+#include "core/object_budget.h"
 #include "core/xrcd.h"
 
 namespace sv {
+
+namespace {
+ObjectBudget g_srq_budget;  // SRQs of the process (max_srq is the profile's)
+}  // namespace
+
 
 Srq* create_srq(Pd* pd, ibv_srq_init_attr* attr, Xrcd* xrcd, Cq* cq) {
   if (int e = faults::call(faults::Call::kCreateSrq)) {
@@ -23,9 +29,14 @@ Srq* create_srq(Pd* pd, ibv_srq_init_attr* attr, Xrcd* xrcd, Cq* cq) {
     return nullptr;
   }
   Context* ctx = pd->ctx;
+  if (!g_srq_budget.take(device_profile().max_srq)) {
+    errno = ENOMEM;  // (the profile's max_srq)
+    return nullptr;
+  }
   shm::Arena& arena = ctx->host->arena();
   int64_t idx = arena.take_srq_index();
   if (idx < 0) {
+    g_srq_budget.give();
     errno = ENOMEM;
     return nullptr;
   }
@@ -36,6 +47,7 @@ Srq* create_srq(Pd* pd, ibv_srq_init_attr* attr, Xrcd* xrcd, Cq* cq) {
   srq->srqn = shm::make_qpn(ctx->host->slot(), srq->index);
   if (int e = srq->rq.init(arena, a.max_wr, a.max_sge, true, pd->id, ctx->index)) {
     arena.give_srq_index(srq->index);
+    g_srq_budget.give();
     delete srq;
     errno = e;
     return nullptr;
@@ -109,6 +121,7 @@ int destroy_srq(Srq* srq) {
     srq->xrcd->users.fetch_sub(1);
     srq->cq->users.fetch_sub(1);
   }
+  g_srq_budget.give();
   delete srq;
   return 0;
 }

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 
+#include "core/device_profile.h"
 #include "shm/robust_mutex.h"
 #include "shm/shared_lock.h"
 
@@ -38,6 +39,11 @@ bool add_member(shm::XrcdEntry& e, uint32_t me) {
 }  // namespace
 
 Xrcd* open_xrcd(Context* ctx, const ibv_xrcd_init_attr& attr) {
+  // A profile of a device without XRC (rxe, siw): its provider has no open_xrcd.
+  if (!(device_profile().device_cap_flags & IBV_DEVICE_XRC)) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
   constexpr uint32_t kNeeded = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
   if (attr.comp_mask >= IBV_XRCD_INIT_ATTR_RESERVED) {
     errno = EOPNOTSUPP;

@@ -6,6 +6,8 @@
 // tables), and refuses what that device refuses: a QP, CQ or SRQ beyond its
 // limits, an atomic where it has none, on-demand paging where it lacks it,
 // a message longer than its ports carry.
+#include <fcntl.h>
+
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
 
@@ -162,6 +164,46 @@ TEST_F(Profile, AnAtomicIsRefusedWhereTheDeviceHasNone) {
     EXPECT_EQ(bad, &wr);
   } else {
     EXPECT_EQ(svtest::post_and_wait(pair.a, pair.cq_a, wr), IBV_WC_SUCCESS);
+  }
+}
+
+// Memory windows, XRC domains and address handles only where the device
+// has them: siw has no windows (SIW_MAX_MW 0) and, iWARP, no address
+// handles; neither siw nor rxe has XRC (IBV_DEVICE_XRC). Their providers
+// have no such verb: EOPNOTSUPP.
+TEST_F(Profile, WindowsXrcAndAddressHandlesOnlyWhereTheDeviceHasThem) {
+  const std::string name = want.name;
+  errno = 0;
+  ibv_mw* mw = ibv_alloc_mw(dev.pd, IBV_MW_TYPE_1);
+  if (name == "siw") {
+    EXPECT_EQ(mw, nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+  } else {
+    ASSERT_NE(mw, nullptr) << strerror(errno);
+    EXPECT_EQ(ibv_dealloc_mw(mw), 0);
+  }
+  EXPECT_EQ(static_cast<bool>(attr.orig_attr.device_cap_flags & IBV_DEVICE_XRC), name != "siw" && name != "rxe");
+  ibv_xrcd_init_attr xa{};
+  xa.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+  xa.fd = -1;
+  xa.oflags = O_CREAT;
+  errno = 0;
+  ibv_xrcd* xrcd = ibv_open_xrcd(dev.ctx, &xa);
+  if (name == "siw" || name == "rxe") {
+    EXPECT_EQ(xrcd, nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+  } else {
+    ASSERT_NE(xrcd, nullptr) << strerror(errno);
+    EXPECT_EQ(ibv_close_xrcd(xrcd), 0);
+  }
+  errno = 0;
+  ibv_ah* ah = svtest::make_ah(dev.pd, dev.gid_index);
+  if (name == "siw") {
+    EXPECT_EQ(ah, nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+  } else {
+    ASSERT_NE(ah, nullptr) << strerror(errno);
+    EXPECT_EQ(ibv_destroy_ah(ah), 0);
   }
 }
 

@@ -41,6 +41,11 @@ check "a profile file: its own max_qp_wr" shows "$mine" max_qp_wr 256
 check "a profile file: the rest from its base (rxe)" shows "$mine" max_cqe 32767
 check "a profile file: its max_sge" shows "$mine" max_sge 4
 
+# A profile with fewer QPs than perftest asks for: it cannot make them.
+printf 'base = softverbs\nname = tiny\nmax_qp = 2\n' >"$work/tiny.profile"
+tiny=$(SOFTVERBS_PROFILE="$work/tiny.profile" ibv_devinfo -v 2>&1)
+check "a profile file: max_qp 2" shows "$tiny" max_qp 2
+
 check "cx6: vendor_part_id 4123, Mellanox's vendor id" eval 'shows "$cx6" vendor_part_id 4123 && shows "$cx6" vendor_id 0x02c9'
 check "cx6: its firmware" shows "$cx6" fw_ver 20.29.1016
 check "cx6: max_sge 30" shows "$cx6" max_sge 30
@@ -68,6 +73,8 @@ check "cx6: perftest sends 600 bytes inline, as on a ConnectX" grep -q "Max inli
 as_profile softverbs "$work/inline_own" ib_write_lat -s 600 -I 600 -n 200 -x "$gid"
 check "softverbs' own: perftest does not know it, and sends nothing inline" \
   grep -q "Device not recognized to implement inline feature" "$work/inline_own"
+as_profile "$work/tiny.profile" "$work/tiny_qps" ib_write_bw -q 4 -n 10 -x "$gid"
+check "max_qp 2: perftest's four QPs are refused" grep -q "Unable to create QP" "$work/tiny_qps"
 for profile in rxe siw cx6; do
   as_profile "$profile" "$work/pingpong_$profile" ibv_rc_pingpong -g "$gid" -n 100
   check "$profile: ibv_rc_pingpong runs" test $? = 0
