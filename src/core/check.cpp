@@ -11,9 +11,14 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/post_hooks.h"
 #include "core/trace.h"
 #include "util/knobs.h"
 #include "util/log.h"
+
+namespace sv {
+bool g_post_hooks = false;
+}
 
 namespace sv::check {
 
@@ -43,7 +48,10 @@ void load() {
     if (v == "warn") g_mode = Mode::kWarn;
     else if (v == "abort") g_mode = Mode::kAbort;
     else if (!v.empty() && v != "off") SV_WARN("SOFTVERBS_CHECK=%s: warn, abort or off; the checks stay off", v.c_str());
-    if (g_mode != Mode::kOff) pthread_atfork(before_fork, nullptr, nullptr);
+    if (g_mode != Mode::kOff) {
+      pthread_atfork(before_fork, nullptr, nullptr);
+      g_post_hooks = true;  // (buffer-reused: each post is checksummed)
+    }
   });
 }
 

@@ -24,6 +24,12 @@
 //                      set): on a NIC and a kernel before 5.13, a page the
 //                      parent writes after the fork is copied, and the
 //                      device goes on reading and writing the old one.
+//   buffer-reused      the memory a send work request sends from (SEND,
+//                      RDMA WRITE; not inline) changed between
+//                      ibv_post_send and the poll of its completion: a NIC
+//                      sends whatever it reads, before or after the change.
+//                      (Checksummed at the post, compared when ibv_poll_cq
+//                      takes the completion that frees its slot.)
 //   single-thread-cq   a CQ created with IBV_CREATE_CQ_ATTR_SINGLE_THREADED
 //                      polled by two threads at once: a provider that takes
 //                      the hint (mlx5) polls it without a lock.
@@ -45,6 +51,11 @@ inline bool on() { return __builtin_expect(g_mode != Mode::kOff, 0); }
 // application's call site (the first frame outside softverbs' libraries);
 // aborts under SOFTVERBS_CHECK=abort.
 void report(const char* check, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// With the checks on, each CQ carries this bit in its `attention` word
+// (shm::CqShared), so that ibv_poll_cq takes its path with checks
+// (poll_cq_checked) at no cost to polls without them.
+inline constexpr uint32_t kAttentionChecks = 2;
 
 // Registered memory regions, counted while the checks are on (core/mr.cpp).
 extern std::atomic<int64_t> g_live_mrs;

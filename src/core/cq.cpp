@@ -5,6 +5,7 @@
 
 #include "core/async_events.h"
 #include "core/check.h"
+#include "core/check_buffers.h"
 #include "core/channel.h"
 #include "core/context.h"
 #include "core/device_profile.h"
@@ -135,6 +136,7 @@ Cq* create_cq(Context* ctx, int cqe, void* cq_context, Channel* chan, int comp_v
   s->cq_id = cq->id;
   s->ctx_index = ctx->index;
   s->ring_off = ring_off;
+  if (check::on()) s->attention.store(check::kAttentionChecks, std::memory_order_relaxed);  // (poll_cq_checked)
   if (wc_flags & (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK))
     s->flags |= shm::kCqTimestamps;
   if (chan) {
@@ -300,6 +302,26 @@ bool ready_after_progress(Cq* cq) {
   return maybe_ready(cq);
 }
 
+// poll_cq with SOFTVERBS_CHECK on (the CQ's attention bit): each send
+// completion taken, the memory of the work requests whose slots it frees
+// is compared with what they sent (check_buffers.h). Under poll_mu.
+[[gnu::noinline, gnu::cold]] int poll_cq_checked(Cq* cq, int n, ibv_wc* wc) {
+  int got = 0;
+  while (got < n && take_oldest(cq, [wc, got](const shm::CqeFields& c) { to_wc(c, &wc[got]); })) {
+    if (!(wc[got].opcode & IBV_WC_RECV)) {
+      Qp* qp = nullptr;
+      {
+        std::lock_guard g(cq->ctx->objects_mu);
+        auto it = cq->ctx->qps.find(wc[got].qp_num);
+        if (it != cq->ctx->qps.end()) qp = it->second;
+      }
+      if (qp) check::verify_freed(qp);
+    }
+    ++got;
+  }
+  return got;
+}
+
 void lock_poll_contended(Cq* cq) {
   if (check::on() && cq->single_threaded && !cq->two_pollers_reported.exchange(true))
     check::report("single-thread-cq",
@@ -314,7 +336,10 @@ int poll_cq(Cq* cq, int n, ibv_wc* wc) {
   if (!maybe_ready(cq) && !ready_after_progress(cq)) return 0;
   lock_poll(cq);
   std::lock_guard g(cq->poll_mu, std::adopt_lock);
-  if (cq->shared->attention.load(std::memory_order_relaxed)) handle_qp_attention(cq);
+  if (const uint32_t attention = cq->shared->attention.load(std::memory_order_relaxed)) {
+    handle_qp_attention(cq);
+    if (attention & check::kAttentionChecks) return poll_cq_checked(cq, n, wc);
+  }
   int got = 0;
   while (got < n && take_oldest(cq, [wc, got](const shm::CqeFields& c) { to_wc(c, &wc[got]); })) ++got;
   return got;

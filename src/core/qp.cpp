@@ -15,10 +15,12 @@
 
 #include "core/async_events.h"
 #include "core/check.h"
+#include "core/check_buffers.h"
 #include "core/device_profile.h"
 #include "core/faults.h"
 #include "core/trace.h"
 #include "core/limits.h"
+#include "core/post_hooks.h"
 #include "core/object_budget.h"
 #include "core/qp_state.h"
 #include "core/requester.h"
@@ -445,6 +447,7 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
   if (rss) c = ibv_qp_cap{};  // it neither sends nor has a receive queue of its own
   if (xrc_recv) c = ibv_qp_cap{};  // it sends nothing either
   qp->sq_mask = c.max_send_wr - 1;
+  if (check::on() && c.max_send_wr) check::size_post_records(qp);
   attr->cap = c;  // written back: >= what was asked
 
   uint32_t qpn = shm::make_qpn(ctx->host->slot(), qp->index);
@@ -632,7 +635,8 @@ void enter_send_queue_error_locked(Qp* qp) {
 }
 
 void handle_qp_attention(Cq* cq) {
-  cq->shared->attention.store(0, std::memory_order_relaxed);
+  // (Bit 0: a peer flagged an error; check::kAttentionChecks stays.)
+  if (!(cq->shared->attention.fetch_and(~1u, std::memory_order_relaxed) & 1)) return;
   std::vector<Qp*> hit;
   {
     std::lock_guard g(cq->ctx->objects_mu);
@@ -720,8 +724,8 @@ void fail_qp(Qp* qp) {
   }
 }
 
-// ibv_post_send, with SOFTVERBS_FAULTS' rules or SOFTVERBS_TRACE's timeline
-// (kFaults) or without: post_send chooses, so that without them they cost
+// ibv_post_send, with SOFTVERBS_FAULTS' rules, SOFTVERBS_TRACE's timeline or
+// SOFTVERBS_CHECK's checks (kFaults) or without: post_send chooses, so that without them they cost
 // it one load and a branch.
 template <bool kFaults>
 [[gnu::always_inline]] inline int post_send_impl(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
@@ -776,6 +780,7 @@ template <bool kFaults>
     if constexpr (kFaults) {
       fault = faults::completion_fault(qp->qp_base.qp_num, wr->opcode, &injected);
       if (trace::g_on) trace::posted(qp, pos);
+      if (check::on()) check::record_post(qp, pos, *wr);
     }
     const DirectRun direct = fault ? DirectRun::kNotTaken : execute_direct(qp, pos, wr, &answer);
     if (direct == DirectRun::kDone) {
@@ -865,8 +870,8 @@ template <bool kFaults>
 }  // namespace
 
 int post_send(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
-  return __builtin_expect(faults::armed() | trace::g_on, 0) ? post_send_impl<true>(qp, wr, bad)
-                                                            : post_send_impl<false>(qp, wr, bad);
+  return __builtin_expect(faults::armed() | g_post_hooks, 0) ? post_send_impl<true>(qp, wr, bad)
+                                                             : post_send_impl<false>(qp, wr, bad);
 }
 
 }  // namespace sv

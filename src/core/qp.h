@@ -94,6 +94,17 @@ struct Qp : ibv_qp_ex, PrivateHeapObject {
   // When each send queue slot's work request was posted (SOFTVERBS_TRACE,
   // core/trace.h; empty without it).
   PrivateVector<uint64_t> trace_posted;
+  // SOFTVERBS_CHECK's buffer-reused (core/check.h): per send queue slot,
+  // a checksum of the bytes its work request sends (0 SGEs: none kept),
+  // and its SGEs; checked up to this position so far. Empty without it.
+  struct CheckedWr {
+    uint32_t sum = 0;
+    uint32_t num_sge = 0;
+    uint64_t wr_id = 0;
+  };
+  PrivateVector<CheckedWr> check_wrs;
+  PrivateVector<ibv_sge> check_sges;
+  uint64_t check_verified = 0;
   uint64_t sq_mask = 0;
   std::atomic<uint64_t> sq_head{0};
   uint64_t sq_exec = 0;

@@ -91,7 +91,7 @@ void flag_target_error(shm::PeerTable& peers, const shm::Peer& owner, shm::QpSha
   if (t.remote_error.exchange(1)) return;
   // (An XRC_RECV QP has no CQ: its owner sees the error at its next call on it.)
   if (t.recv_cq_off)
-    if (shm::CqShared* cq = peer_cq(owner, t.recv_cq_off)) cq->attention.store(1, std::memory_order_release);
+    if (shm::CqShared* cq = peer_cq(owner, t.recv_cq_off)) cq->attention.fetch_or(1, std::memory_order_release);
   if (event) raise_async(peers, owner, t.ctx_index, *event, shm::kAsyncQp, t.qpn);
 }
 

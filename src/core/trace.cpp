@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/post_hooks.h"
 #include "core/qp.h"
 #include "util/clock.h"
 #include "util/knobs.h"
@@ -113,6 +114,7 @@ void load() {
                  json_text(base ? base + 1 : exe).c_str(), getpid());
     std::atexit(finish);
     g_on = true;
+    g_post_hooks = true;
     SV_INFO("SOFTVERBS_TRACE: the timeline goes to %s", path.c_str());
   });
 }

@@ -7,7 +7,8 @@ bin=$1
 fail=0
 for t in ASendQueueOverrunByUnsignaledWorkRequests:sq-overrun ACqSmallerThanWhatItsQpsCanComplete:cq-too-small \
          DestroyingACqWithUnacknowledgedEvents:unacked-events DeregisteringAnMrAWorkRequestStillNames:mr-in-use \
-         ForkWithRegisteredMemoryAndNoForkInit:fork-without-fork-init ASingleThreadedCqPolledByTwoThreads:single-thread-cq; do
+         ForkWithRegisteredMemoryAndNoForkInit:fork-without-fork-init ASingleThreadedCqPolledByTwoThreads:single-thread-cq \
+         ABufferWrittenBeforeItsWorkRequestCompleted:buffer-reused; do
   name=${t%%:*} check=${t#*:}
   out=$(SOFTVERBS_CHECK=abort timeout 30 "$bin" --gtest_filter="Check.$name" 2>&1)
   rc=$?

@@ -185,6 +185,28 @@ TEST(Check, ASingleThreadedCqPolledByTwoThreads) {
   ibv_destroy_cq(cq);
 }
 
+// A WRITE's buffer written after the post and before its completion was
+// polled; then, after the poll, written again: that one is fine.
+TEST(Check, ABufferWrittenBeforeItsWorkRequestCompleted) {
+  svtest::Device dev;
+  svtest::QpPair pair(dev, IBV_QPT_RC);
+  svtest::Buffer local(dev.pd, 64), remote(dev.pd, 64);
+  ibv_sge sge = local.sge(0, 8);
+  ibv_send_wr wr = svtest::write_wr(&sge, remote);
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_send(pair.a, &wr, &bad), 0);
+  local.bytes[3] ^= 0xff;  // too early
+  expect_report("buffer-reused", [&] { EXPECT_EQ(svtest::poll_n(pair.cq_a, 1).size(), 1u); });
+  ASSERT_EQ(ibv_post_send(pair.a, &wr, &bad), 0);
+  EXPECT_EQ(svtest::poll_n(pair.cq_a, 1).size(), 1u);
+  local.bytes[3] ^= 0xff;  // in time: its completion came
+  testing::internal::CaptureStderr();
+  ASSERT_EQ(ibv_post_send(pair.a, &wr, &bad), 0);
+  EXPECT_EQ(svtest::poll_n(pair.cq_a, 1).size(), 1u);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.find("check ["), std::string::npos) << err;
+}
+
 // The same fork, after ibv_fork_init(): nothing to say. (Last: the call
 // cannot be undone.)
 TEST(Check, ZForkAfterForkInitIsFine) {
