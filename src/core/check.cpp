@@ -35,7 +35,8 @@ void before_fork() {
     report("fork-without-fork-init",
            "fork() with %ld memory regions registered and ibv_fork_init() never called (nor RDMAV_FORK_SAFE set): "
            "on a NIC and a kernel before 5.13, a registered page the parent writes after the fork is copied, and "
-           "the device goes on reading and writing the old one",
+           "the device goes on reading and writing the old one (later kernels copy pinned pages at fork: "
+           "ibv_is_fork_initialized() says IBV_FORK_UNNEEDED there, as here)",
            static_cast<long>(mrs));
 }
 

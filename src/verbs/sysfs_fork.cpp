@@ -49,9 +49,9 @@ SV_EXPORT int ibv_fork_init(void) {
   return 0;
 }
 
-SV_EXPORT ibv_fork_status ibv_is_fork_initialized(void) {
-  return g_fork_initialized ? IBV_FORK_ENABLED : IBV_FORK_DISABLED;
-}
+// As rdma-core on a kernel that copies pinned pages at fork (5.13 on):
+// nothing is needed. Here nothing is pinned for a device at all.
+SV_EXPORT ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_UNNEEDED; }
 
 SV_EXPORT int ibv_dontfork_range(void* base, size_t size) {
   return g_fork_initialized ? madvise_range(base, size, MADV_DONTFORK) : 0;

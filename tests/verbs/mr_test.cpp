@@ -6,6 +6,7 @@
 
 #include <thread>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <set>
 #include <vector>
 
+#include "sanitizers.h"
 #include "verbs_fixture.h"
 #include "verbs_test_util.h"
 
@@ -856,3 +858,32 @@ TEST(MrOnThreadStack, RegisterAndRdmaWriteIntoIt) {
   });
   worker.join();
 }
+
+namespace {
+
+// ibv_is_fork_initialized(3): IBV_FORK_UNNEEDED, as rdma-core says on a
+// kernel that copies pinned pages at fork. It holds: the parent writes a
+// registered buffer after a fork (the page becomes its own copy) and a
+// WRITE from it sends what it wrote, the child's copy untouched. (A NIC on
+// an older kernel without ibv_fork_init would send the old bytes.)
+TEST(MrFork, NoForkInitIsNeeded) {
+  SV_SKIP_IF_FORK_UNSUPPORTED();
+  EXPECT_EQ(ibv_is_fork_initialized(), IBV_FORK_UNNEEDED);
+  svtest::Device dev;
+  svtest::QpPair pair(dev, IBV_QPT_RC);
+  svtest::Buffer local(dev.pd, 4096), remote(dev.pd, 4096);
+  local.bytes[0] = 1;
+  const pid_t child = fork();
+  if (child == 0) {
+    local.bytes[0] = 3;  // (its own copy)
+    _exit(0);
+  }
+  local.bytes[0] = 2;  // after the fork: a new page for the parent
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ibv_sge sge = local.sge(0, 8);
+  EXPECT_EQ(svtest::post_and_wait(pair.a, pair.cq_a, svtest::write_wr(&sge, remote)), IBV_WC_SUCCESS);
+  EXPECT_EQ(remote.bytes[0], 2);
+}
+
+}  // namespace
