@@ -272,6 +272,13 @@ class Engine {
   std::atomic<bool> answers_held{false};  // answers_held_ns != 0, to look without mu
   // Sends the held answers now (caller holds neither mu nor call_mu).
   void send_held_answers();
+  // Sends the held answers and waits for a send another thread took from
+  // the batches (unlock_and_send) to be done: what the engine answered
+  // has left when it returns. Before a QP goes or the process exits: the
+  // network thread may have taken a ping-pong's last ACK and not sent it
+  // yet, and the exit would end it there (its peer, never answered, then
+  // fails with RETRY_EXC_ERR). (Caller holds neither mu nor call_mu.)
+  void finish_sends();
   bool rearm = false;  // a timer may now be due before armed_ns: arm_timer() at unlock
   void arm_timer();
 

@@ -144,6 +144,13 @@ void Engine::send_held_answers() {
   EngineLock g(*this);  // (its release sends them)
 }
 
+void Engine::finish_sends() {
+  send_held_answers();
+  for (Outgoing& o : out_) {
+    std::lock_guard g(o.order_mu);  // (a sender holds it until its send is done)
+  }
+}
+
 // Times the round trip of the packet with PSN `psn` (one asking for an
 // ACK, sent for the first time) unless one is being timed already.
 void Engine::time_round_trip(Sender& s, uint32_t psn) {

@@ -337,7 +337,7 @@ void handle_datagram(Nic& n, uint8_t* buf, size_t len, const DatagramInfo& info,
 void hand_over_at_exit() {
   if (!g_nic || !g_nic->started.load(std::memory_order_acquire)) return;
   Nic& n = *g_nic;
-  n.engine.send_held_answers();  // the last ACKs of a ping-pong, held for a post that will not come
+  n.engine.finish_sends();  // the last ACKs of a ping-pong: held for a post that will not come, or being sent
   std::lock_guard rx(n.rx_mu);
   n.port.sock.leave_group();
   static ReceiveSlots* slots = new ReceiveSlots;  // (never freed: we are exiting)
@@ -912,9 +912,10 @@ void RoceTransport::forget_qp(uint32_t qpn, bool wait) {
     e.receivers.erase(qpn);
     e.counters.forget(qpn);
   }
-  // Its last ACK may be held for a post that will not come (an application
-  // destroys its QPs after the last completion, then exits).
-  e.send_held_answers();
+  // Its last ACK may be held for a post that will not come, or in the
+  // network thread's hands (an application destroys its QPs after the
+  // last completion, then exits).
+  e.finish_sends();
 }
 
 }  // namespace sv
