@@ -84,57 +84,61 @@ TEST(Faults, TheNthWorkRequestCompletesWithTheChosenStatusAndTheQpFails) {
   EXPECT_EQ(attr.qp_state, IBV_QPS_ERR);
 }
 
-// call=ibv_post_send,errno=ENOMEM,nth=2: the post fails, *bad names the
-// work request, nothing of it runs.
-TEST(Faults, APostThatFailsNamesItsWorkRequest) {
+// An RC pair in one process and an 8-byte RDMA WRITE from a's buffer to
+// b's: what the fault rules below act on.
+class FaultsOnAWrite : public ::testing::Test {
+ protected:
+  // The WRITE, posted and waited for: its status.
+  ibv_wc_status write() { return svtest::post_and_wait(pair.a, pair.cq_a, wr); }
+  // The next async event of the context (acknowledged).
+  ibv_async_event next_event() {
+    ibv_async_event ev{};
+    EXPECT_EQ(ibv_get_async_event(dev.ctx, &ev), 0);
+    ibv_ack_async_event(&ev);
+    return ev;
+  }
+  ibv_qp_state state_of(ibv_qp* qp) {
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    EXPECT_EQ(ibv_query_qp(qp, &attr, IBV_QP_STATE, &init), 0);
+    return attr.qp_state;
+  }
   svtest::Device dev;
-  svtest::QpPair pair(dev, IBV_QPT_RC);
-  svtest::Buffer local(dev.pd, 64), remote(dev.pd, 64);
+  svtest::QpPair pair{dev, IBV_QPT_RC};
+  svtest::Buffer local{dev.pd, 64}, remote{dev.pd, 64};
   ibv_sge sge = local.sge(0, 8);
   ibv_send_wr wr = svtest::write_wr(&sge, remote);
-  EXPECT_EQ(svtest::post_and_wait(pair.a, pair.cq_a, wr), IBV_WC_SUCCESS);
+};
+
+// call=ibv_post_send,errno=ENOMEM,nth=2: the post fails, *bad names the
+// work request, nothing of it runs.
+TEST_F(FaultsOnAWrite, APostThatFailsNamesItsWorkRequest) {
+  EXPECT_EQ(write(), IBV_WC_SUCCESS);
   ibv_send_wr* bad = nullptr;
   EXPECT_EQ(ibv_post_send(pair.a, &wr, &bad), ENOMEM);
   EXPECT_EQ(bad, &wr);
   EXPECT_TRUE(svtest::poll_n(pair.cq_a, 1, 100).empty());
-  EXPECT_EQ(svtest::post_and_wait(pair.a, pair.cq_a, wr), IBV_WC_SUCCESS);
+  EXPECT_EQ(write(), IBV_WC_SUCCESS);
 }
 
 // event=QP_FATAL,nth=2: at the second post, IBV_EVENT_QP_FATAL for the QP,
 // which is then in ERR: what was posted completes flushed.
-TEST(Faults, AnAsyncEventOnDemand) {
-  svtest::Device dev;
-  svtest::QpPair pair(dev, IBV_QPT_RC);
-  svtest::Buffer local(dev.pd, 64), remote(dev.pd, 64);
-  ibv_sge sge = local.sge(0, 8);
-  ibv_send_wr wr = svtest::write_wr(&sge, remote);
-  EXPECT_EQ(svtest::post_and_wait(pair.a, pair.cq_a, wr), IBV_WC_SUCCESS);
-  EXPECT_EQ(svtest::post_and_wait(pair.a, pair.cq_a, wr), IBV_WC_WR_FLUSH_ERR);
-  ibv_async_event ev{};
-  ASSERT_EQ(ibv_get_async_event(dev.ctx, &ev), 0);
+TEST_F(FaultsOnAWrite, AnAsyncEventOnDemand) {
+  EXPECT_EQ(write(), IBV_WC_SUCCESS);
+  EXPECT_EQ(write(), IBV_WC_WR_FLUSH_ERR);
+  const ibv_async_event ev = next_event();
   EXPECT_EQ(ev.event_type, IBV_EVENT_QP_FATAL);
   EXPECT_EQ(ev.element.qp, pair.a);
-  ibv_ack_async_event(&ev);
-  ibv_qp_attr attr{};
-  ibv_qp_init_attr init{};
-  ASSERT_EQ(ibv_query_qp(pair.a, &attr, IBV_QP_STATE, &init), 0);
-  EXPECT_EQ(attr.qp_state, IBV_QPS_ERR);
+  EXPECT_EQ(state_of(pair.a), IBV_QPS_ERR);
 }
 
 // event=CQ_ERR,nth=1: IBV_EVENT_CQ_ERR for the QP's send CQ, the QP in
 // ERR, as after an overrun.
-TEST(Faults, ACqErrorOnDemand) {
-  svtest::Device dev;
-  svtest::QpPair pair(dev, IBV_QPT_RC);
-  svtest::Buffer local(dev.pd, 64), remote(dev.pd, 64);
-  ibv_sge sge = local.sge(0, 8);
-  ibv_send_wr wr = svtest::write_wr(&sge, remote);
-  EXPECT_EQ(svtest::post_and_wait(pair.a, pair.cq_a, wr), IBV_WC_WR_FLUSH_ERR);
-  ibv_async_event ev{};
-  ASSERT_EQ(ibv_get_async_event(dev.ctx, &ev), 0);
+TEST_F(FaultsOnAWrite, ACqErrorOnDemand) {
+  EXPECT_EQ(write(), IBV_WC_WR_FLUSH_ERR);
+  const ibv_async_event ev = next_event();
   EXPECT_EQ(ev.event_type, IBV_EVENT_CQ_ERR);
   EXPECT_EQ(ev.element.cq, pair.cq_a);
-  ibv_ack_async_event(&ev);
 }
 
 // late=200,opcode=RDMA_WRITE,nth=2: the second WRITE completes 200 ms
@@ -170,24 +174,12 @@ TEST(Faults, AWorkRequestCompletesLate) {
 // event=DEVICE_FATAL,nth=2: at the second post, IBV_EVENT_DEVICE_FATAL;
 // every QP of the context is in ERR (the WRITE posted flushed), and what
 // needs the device fails with EIO, as after a driver's teardown.
-TEST(Faults, ADeviceFatalErrorOnDemand) {
-  svtest::Device dev;
-  svtest::QpPair pair(dev, IBV_QPT_RC);
-  svtest::Buffer local(dev.pd, 64), remote(dev.pd, 64);
-  ibv_sge sge = local.sge(0, 8);
-  ibv_send_wr wr = svtest::write_wr(&sge, remote);
-  EXPECT_EQ(svtest::post_and_wait(pair.a, pair.cq_a, wr), IBV_WC_SUCCESS);
-  EXPECT_EQ(svtest::post_and_wait(pair.a, pair.cq_a, wr), IBV_WC_WR_FLUSH_ERR);
-  ibv_async_event ev{};
-  ASSERT_EQ(ibv_get_async_event(dev.ctx, &ev), 0);
-  EXPECT_EQ(ev.event_type, IBV_EVENT_DEVICE_FATAL);
-  ibv_ack_async_event(&ev);
-  for (ibv_qp* qp : {pair.a, pair.b}) {  // (b never posted)
-    ibv_qp_attr attr{};
-    ibv_qp_init_attr init{};
-    ASSERT_EQ(ibv_query_qp(qp, &attr, IBV_QP_STATE, &init), 0);
-    EXPECT_EQ(attr.qp_state, IBV_QPS_ERR);
-  }
+TEST_F(FaultsOnAWrite, ADeviceFatalErrorOnDemand) {
+  EXPECT_EQ(write(), IBV_WC_SUCCESS);
+  EXPECT_EQ(write(), IBV_WC_WR_FLUSH_ERR);
+  EXPECT_EQ(next_event().event_type, IBV_EVENT_DEVICE_FATAL);
+  EXPECT_EQ(state_of(pair.a), IBV_QPS_ERR);
+  EXPECT_EQ(state_of(pair.b), IBV_QPS_ERR);  // (it never posted)
   errno = 0;
   EXPECT_EQ(ibv_alloc_pd(dev.ctx), nullptr);
   EXPECT_EQ(errno, EIO);
