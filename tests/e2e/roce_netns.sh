@@ -260,7 +260,7 @@ done
 if [[ -n $live_faults ]]; then
   [[ -x ${SOFTVERBS_STAT_TOOL:-} ]] || { echo "SOFTVERBS_STAT_TOOL: the softverbs-stat binary"; exit 1; }
   sleep 1
-  live_pid=$(pgrep -P "${clients[0]}" -x "$tool")
+  live_pid=$(env -u LD_PRELOAD pgrep -P "${clients[0]}" -x "$tool")  # (pgrep hangs under the ASan runtime CI preloads)
   ip netns exec "$b" "$SOFTVERBS_STAT_TOOL" -p "$live_pid" -f "$live_faults" || { echo "softverbs-stat -f failed"; exit 1; }
   faults=$live_faults  # (checked as if given from the start)
 fi
