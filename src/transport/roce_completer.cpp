@@ -21,6 +21,11 @@ namespace sv::roce {
 using namespace net;
 using State = CompleterState;
 
+// Between two requests for the same missing READ response at least this
+// long, or a round trip if longer: the responses already on their way
+// show the gap too.
+constexpr uint64_t kMinGapWaitNs = 50'000;
+
 // One answer on its way through the completer's states.
 class Completer {
  public:
@@ -42,6 +47,7 @@ class Completer {
       case State::kAck: return ack();
       case State::kVerdictNak: return verdict_nak();
       case State::kReadResponse: return read_response();
+      case State::kReadGap: return read_gap();
       case State::kAtomicAck: return atomic_ack();
       case State::kDone: break;
     }
@@ -103,8 +109,16 @@ class Completer {
       verdict_ = verdict_of(syn);
       return verdict_ ? then(State::kVerdictNak) : State::kDone;  // (a reserved syndrome)
     }
-    if (info_->is(kRead) && info_->is(kResponse))  // (out of order: asked again later)
-      return o.req.opcode == IBV_WR_RDMA_READ && i_ == o.acked ? then(State::kReadResponse) : State::kDone;
+    if (info_->is(kRead) && info_->is(kResponse)) {
+      if (o.req.opcode != IBV_WR_RDMA_READ) return State::kDone;
+      if (i_ == o.acked) return then(State::kReadResponse);
+      // Past the next one expected: a response before it was lost. The
+      // requester asks again from the first missing one at once, as a NAK
+      // would have it send again (IBTA 9.7.5.1.5: a READ response with a
+      // PSN past the expected one is an implied NAK), instead of waiting
+      // for the loss probe or the ACK timer.
+      return k_ == 0 && i_ > o.acked ? State::kReadGap : State::kDone;
+    }
     if (info_->is(kAtomic) && info_->is(kResponse))
       return is_atomic(o.req.opcode) ? then(State::kAtomicAck) : State::kDone;
     return State::kDone;
@@ -148,6 +162,18 @@ class Completer {
     e_.counters.add(qpn_, kErrorNaksReceived);
     e_.drop_after_front(s_);
     e_.finish_front(s_, *verdict_);
+    return State::kDone;
+  }
+
+  State read_gap() {
+    const Outbound& o = s_.out.front();
+    const uint64_t now = e_.wire_.now_ns();
+    if (s_.gap_acked == o.acked && now - s_.gap_asked_ns < std::max(s_.srtt_ns, kMinGapWaitNs)) return State::kDone;
+    s_.gap_acked = o.acked;
+    s_.gap_asked_ns = now;
+    SV_DEBUG("QP %#x: READ response %u of %u missing, asking again from it", qpn_, o.acked, o.npsn);
+    e_.restart_timer(s_, false);
+    e_.go_back(s_, 0, o.acked);
     return State::kDone;
   }
 

@@ -101,6 +101,13 @@ struct Outbound {
 // timer, which runs while any is unanswered.
 struct Sender {
   SendParams params;               // as the QP last became ready to send
+  // The oldest READ's responses came with a gap (one lost on the way):
+  // asked again from the first missing one when `acked` stood at
+  // `gap_acked`, at `gap_asked_ns` (Completer::read_gap). Responses
+  // already on their way behind the lost one show the same gap for a round
+  // trip: they draw no second request.
+  uint32_t gap_acked = UINT32_MAX;
+  uint64_t gap_asked_ns = 0;
   SendAnswers* answers = nullptr;  // where its work requests are answered
   uint32_t next_psn = 0;
   PrivateDeque<Outbound> out;

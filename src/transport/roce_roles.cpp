@@ -13,7 +13,7 @@ const char* state_name(ResponderState s) {
 const char* state_name(CompleterState s) {
   static constexpr const char* kNames[kCompleterStates] = {
       "check_source", "check_psn", "check_answer", "implicit_ack",  "sequence_nak",
-      "ack",          "verdict_nak", "read_response", "atomic_ack", "done"};
+      "ack",          "verdict_nak", "read_response", "read_gap", "atomic_ack", "done"};
   const int i = static_cast<int>(s);
   return i >= 0 && i < kCompleterStates ? kNames[i] : "?";
 }

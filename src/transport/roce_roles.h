@@ -38,6 +38,7 @@ enum class CompleterState : uint8_t {
   kAck,            // packets acknowledged: the window moves, a message may complete
   kVerdictNak,     // error NAK: the message ends with it; RNR NAK: everything goes again after its timer
   kReadResponse,   // a READ's data, in order
+  kReadGap,        // a READ's response past the next one expected: asked again from the missing one
   kAtomicAck,      // an atomic's original value
   kDone,
 };

@@ -288,6 +288,31 @@ TEST(RoceReliability, ALostReadResponseIsReadAgain) {
   EXPECT_EQ(l.b.count(kStaleReads), 0u);
 }
 
+// Rule: a READ response past the next one expected (one before it was
+// lost) asks again from the missing one at once (an implied NAK), once for
+// the responses behind it: not after the loss probe's quiet spell.
+TEST(RoceReliability, AGapInReadResponsesIsAskedAgainAtOnce) {
+  Link l;
+  std::vector<uint8_t> data = pattern(8000, 4);
+  std::copy(data.begin(), data.end(), l.target().memory.begin() + 4096);
+  l.net.drop_once([](const net::RocePacket& p) {
+    return (p.bth.opcode & ~net::kTransportMask) == net::kReadResponseMiddle && p.bth.psn == 102;
+  });
+  const uint64_t start = l.net.now_ns();
+  const uint64_t read = l.post(IBV_WR_RDMA_READ, {}, 4096, 8000);
+  ASSERT_TRUE(l.net.run_until([&] { return l.all_answered(); }));
+  expect_all_acked(l);
+  EXPECT_EQ(l.result(read), data);
+  EXPECT_EQ(l.a.count(kProbes), 0u);
+  EXPECT_EQ(l.a.count(kAckTimeouts), 0u);
+  EXPECT_EQ(l.a.count(kRetransmits), 1u);  // one request again, for the five responses behind the gap
+  EXPECT_LT(l.net.now_ns() - start, 100'000u);
+  size_t requests = 0;
+  for (const Carried& c : l.net.log)
+    if ((c.pkt.bth.opcode & ~net::kTransportMask) == net::kReadRequest) ++requests;
+  EXPECT_EQ(requests, 2u);
+}
+
 // Rule: an atomic whose ACK was lost is sent again, and the responder
 // answers it from the result it saved, without executing it twice.
 TEST(RoceReliability, ARepeatedAtomicIsReplayedNotExecutedAgain) {
