@@ -99,15 +99,13 @@ int set_faults(pid_t pid, const std::string& rules) {
     std::fprintf(stderr, "softverbs-stat: %s\n", why.c_str());
     return 1;
   }
-  bool armed = false, packets = false;
-  for (const faults::Rule& r : parsed.rules) {
+  for (const faults::Rule& r : parsed.rules)
     if (r.call != faults::Call::kCount && faults::is_rdmacm_call(r.call)) {
       std::fprintf(stderr, "softverbs-stat: %s: librdmacm's calls take their rules from SOFTVERBS_FAULTS only\n",
                    r.text.c_str());
       return 1;
     }
-    (r.packet != faults::PacketFault::kNone || r.port_down ? packets : armed) = true;
-  }
+  const faults::HookFlags flags = faults::hook_flags(parsed);
   const std::string path = faults::control_path(pid);
   auto* c = static_cast<faults::ControlPage*>(map_file(path, sizeof(faults::ControlPage), true));
   if (!c || c->magic != faults::kControlMagic || c->version != faults::kControlVersion || !alive(c->pid)) {
@@ -116,7 +114,7 @@ int set_faults(pid_t pid, const std::string& rules) {
     if (c) munmap(c, sizeof *c);
     return 1;
   }
-  if (!faults::write_rules(c, rules, armed, packets, &why)) {
+  if (!faults::write_rules(c, rules, flags.armed, flags.packets, &why)) {
     std::fprintf(stderr, "softverbs-stat: %s\n", why.c_str());
     munmap(c, sizeof *c);
     return 1;

@@ -27,6 +27,9 @@ bool sends_from_memory(const ibv_send_wr& wr) {
   }
 }
 
+// SGEs kept per send queue slot.
+uint32_t sges_per_slot(const Qp* qp) { return std::max(qp->cap.max_send_sge, 1u); }
+
 uint32_t sum_of(const ibv_sge* sges, uint32_t n) {
   uLong crc = crc32(0, nullptr, 0);
   for (uint32_t i = 0; i < n; ++i)
@@ -38,7 +41,7 @@ uint32_t sum_of(const ibv_sge* sges, uint32_t n) {
 
 void size_post_records(Qp* qp) {
   qp->check_wrs.assign(qp->cap.max_send_wr, Qp::CheckedWr{});
-  qp->check_sges.assign(uint64_t{qp->cap.max_send_wr} * std::max(qp->cap.max_send_sge, 1u), ibv_sge{});
+  qp->check_sges.assign(uint64_t{qp->cap.max_send_wr} * sges_per_slot(qp), ibv_sge{});
 }
 
 void record_post(Qp* qp, uint64_t pos, const ibv_send_wr& wr) {
@@ -46,8 +49,8 @@ void record_post(Qp* qp, uint64_t pos, const ibv_send_wr& wr) {
   Qp::CheckedWr& c = qp->check_wrs[pos & qp->sq_mask];
   c.num_sge = 0;
   if (!sends_from_memory(wr) || wr.num_sge <= 0) return;
-  const uint32_t n = std::min<uint32_t>(wr.num_sge, std::max(qp->cap.max_send_sge, 1u));
-  ibv_sge* kept = &qp->check_sges[(pos & qp->sq_mask) * std::max(qp->cap.max_send_sge, 1u)];
+  const uint32_t n = std::min<uint32_t>(wr.num_sge, sges_per_slot(qp));
+  ibv_sge* kept = &qp->check_sges[(pos & qp->sq_mask) * sges_per_slot(qp)];
   std::copy(wr.sg_list, wr.sg_list + n, kept);
   c.num_sge = n;
   c.wr_id = wr.wr_id;
@@ -64,7 +67,7 @@ void verify_freed(Qp* qp) {
   for (; pos != head; ++pos) {
     Qp::CheckedWr& c = qp->check_wrs[pos & qp->sq_mask];
     if (!c.num_sge) continue;
-    const ibv_sge* kept = &qp->check_sges[(pos & qp->sq_mask) * std::max(qp->cap.max_send_sge, 1u)];
+    const ibv_sge* kept = &qp->check_sges[(pos & qp->sq_mask) * sges_per_slot(qp)];
     const uint32_t n = c.num_sge;
     c.num_sge = 0;
     if (sum_of(kept, n) != c.sum) {

@@ -22,7 +22,6 @@
 #include "util/clock.h"
 #include "util/knobs.h"
 #include "util/log.h"
-#include "util/text_fields.h"
 
 namespace sv::faults {
 
@@ -58,13 +57,9 @@ namespace {
 
 // The flags the hooks read, for the rules in force. Under g_mu.
 void raise_flags_for(const Rules& rules) {
-  bool armed = false, packets = false;
-  for (const Rule& r : rules.rules) {
-    if (r.call != Call::kCount && is_rdmacm_call(r.call)) continue;  // (librdmacm applies those)
-    (r.packet != PacketFault::kNone || r.port_down ? packets : armed) = true;
-  }
-  set_flag(&g_control.armed, armed);
-  set_flag(&g_control.packets, packets);
+  const HookFlags f = hook_flags(rules);
+  set_flag(&g_control.armed, f.armed);
+  set_flag(&g_control.packets, f.packets);
 }
 
 void start_port_thread_locked();

@@ -244,6 +244,15 @@ bool parse(std::string_view text, Rules* out, std::string* why) {
   return true;
 }
 
+HookFlags hook_flags(const Rules& rules) {
+  HookFlags f;
+  for (const Rule& r : rules.rules) {
+    if (r.call != Call::kCount && is_rdmacm_call(r.call)) continue;
+    (r.packet != PacketFault::kNone || r.port_down ? f.packets : f.armed) = true;
+  }
+  return f;
+}
+
 bool fires(Rule& r, std::mt19937_64& random, uint64_t loaded_ns) {
   ++r.matched;
   if (r.count && r.fired >= r.count) return false;

@@ -90,6 +90,14 @@ struct Rules {
 // Parses rules (for tests, and load()): false with the reason in *why.
 bool parse(std::string_view text, Rules* out, std::string* why);
 
+// Which of libibverbs' hook flags rules need (core/fault_control.h):
+// `packets` for packet= and port= rules, `armed` for the other verbs
+// rules; librdmacm's calls need neither (it applies those itself).
+struct HookFlags {
+  bool armed = false, packets = false;
+};
+HookFlags hook_flags(const Rules& rules);
+
 // Whether rule `r`, matched once more now, fires (and counts it): its
 // trigger (nth, every, p drawn from `random`, after= counted from
 // `loaded_ns`) and its count.
