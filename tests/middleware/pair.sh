@@ -55,14 +55,20 @@ client_cmd=("${client_cmd[@]//@A/$addr}")
 
 "${in_a[@]}" "$here/../e2e/with_stacks.sh" "$limit" "$run" stdbuf -oL -eL "${server_cmd[@]}" >"$out/server" 2>&1 &
 server=$!
+is_ready=0
 for _ in $(seq 200); do
   case $ready in
-    tcp:*) tcp_listens ${in_a[0]:+-n "$a"} "${ready#tcp:}" && break ;;
-    output:*) grep -Eq -- "${ready#output:}" "$out/server" && break ;;
+    tcp:*) tcp_listens ${in_a[0]:+-n "$a"} "${ready#tcp:}" && { is_ready=1; break; } ;;
+    output:*) grep -Eq -- "${ready#output:}" "$out/server" && { is_ready=1; break; } ;;
   esac
   kill -0 $server 2>/dev/null || break
   sleep 0.05
 done
+# A server alive after 10 s that never showed READY: the test's READY is
+# wrong (it cost 10 s and proved nothing), not the server.
+if ((!is_ready)) && kill -0 $server 2>/dev/null; then
+  echo "server never became ready ($ready)"; cat "$out/server"; exit 1
+fi
 "${in_b[@]}" "$here/../e2e/with_stacks.sh" $((limit - 5)) "$run" "${client_cmd[@]}" >"$out/client" 2>&1
 client_rc=$?
 if [[ -n ${SERVER_RUNS_FOREVER:-} ]] && ((client_rc == 0)); then
