@@ -13,6 +13,7 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 build_packages=(
   cmake g++ make pkg-config binutils zlib1g-dev
   libisal-dev                           # ISA-L's CRC-32 (PCLMUL) for the RoCEv2 ICRC
+  liburing-dev                          # io_uring: an empty poll without a system call (src/transport/receive_watch.h)
   libbpf-dev                            # the host service's steering program (tools/hostd/kernel_steering.h)
   libibverbs-dev librdmacm-dev          # the headers of the ABI we provide
   dpkg-dev file                         # cpack's DEB generator: dpkg-shlibdeps writes the package's Depends

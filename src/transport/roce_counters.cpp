@@ -23,7 +23,7 @@ const char* counter_name(uint32_t c) {
       "duplicates",     "icrc_errors",        "no_qp",              "wrong_transport",
       "stale_reads",    "foreign_senders", "forwarded",
       "steered_flows",  "answers_carried",    "answers_alone",      "app_receives",
-      "thread_receives", "unattested",      "ring_datagrams"};
+      "thread_receives", "unattested",      "ring_datagrams", "watch_arms"};
   return c < kCounterCount ? kNames[c] : "?";
 }
 

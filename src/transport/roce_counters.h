@@ -64,6 +64,9 @@ enum Counter : uint32_t {
   // datagrams from other users' processes of this host that came through
   // the rings the host service made (roce_peer_channels.h)
   kRingDatagrams,
+  // times an application thread armed the io_uring that tells it a socket
+  // was woken (SOFTVERBS_IO_URING=1, receive_watch.h): a system call each
+  kWatchArms,
   kCounterCount
 };
 const char* counter_name(uint32_t c);

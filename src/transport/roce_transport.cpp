@@ -32,6 +32,7 @@
 #include "transport/roce_engine.h"
 #include "transport/roce_host_targets.h"
 #include "transport/roce_udp_wire.h"
+#include "transport/receive_watch.h"
 #include "util/clock.h"
 #include "util/host_service_socket.h"
 #include "util/knobs.h"
@@ -50,6 +51,9 @@ constexpr uint64_t kDrainGapNs = 8'000;
 // polling through an exchange: what the network thread answers meanwhile
 // is held for it (network_thread).
 constexpr uint64_t kPollingNs = 100'000;
+// An application thread that has not come to drain for this long has
+// stopped polling: its receive watch is cancelled (network_thread).
+constexpr uint64_t kWatchIdleNs = 2'000'000;
 
 // The process's RoCEv2 device: its UDP port and what reaches it (the wire),
 // the QPs it answers for, the engine between them, and the registry slot
@@ -71,6 +75,14 @@ struct Nic : PrivateHeapObject {
   // When an application thread last came to drain, whether or not it got
   // rx_mu: it is polling, and takes what is held for it (network_thread).
   std::atomic<uint64_t> app_polled_ns{0};
+  // What tells an application thread polling an empty CQ that the sockets
+  // hold something, without a system call (receive_watch.h); under rx_mu.
+  ReceiveWatch watch;
+  // Counts the changes of the receiving descriptors (a socket, ring or
+  // service that came or went), so that the watch's set follows them
+  // even when a new one has the number of one closed.
+  std::atomic<uint64_t> receivers_epoch{0};
+  void receivers_changed() { receivers_epoch.fetch_add(1, std::memory_order_release); }
   // With a host service (from the start, or since one came and we handed
   // it the port): we never bind the port ourselves. When the service goes
   // (it restarts), the network thread joins the next one
@@ -136,6 +148,7 @@ void after_fork_in_child() {
   n.port.service.store(nullptr);  // (the child's Host has its own, or none)
   n.port.attestation.store(nullptr);
   n.port.channels.drop_in_child();
+  n.watch.drop_in_child();
   n.under_service = n.service_refused = false;
   n.next_service_try_ns = n.service_lost_ns = 0;
   if (n.port.timer_fd >= 0) close(n.port.timer_fd);
@@ -298,6 +311,7 @@ void handle_datagram(Nic& n, uint8_t* buf, size_t len, const DatagramInfo& info,
   // brought here instead (roce_steering.h).
   if ((arrival == Arrival::kForwarded || arrival == Arrival::kForwardedWhole) && n.port.steered.steer(info)) {
     e.counters.add_device(kSteeredFlows);
+    n.receivers_changed();
     const uint64_t one = 1;
     (void)!write(n.port.wake_fd, &one, sizeof one);  // the network thread watches one more socket
   }
@@ -392,6 +406,7 @@ void lose_service(Nic& n) {
   SV_WARN("the host service (softverbs-hostd) closed its connection: this process joins it again when it "
           "returns (its QPs keep their numbers; RC connections retry meanwhile)");
   n.port.service.store(nullptr, std::memory_order_release);
+  n.receivers_changed();
   n.service_lost_ns = monotonic_ns();
   n.next_service_try_ns = 0;
 }
@@ -422,6 +437,7 @@ void rejoin_service(Nic& n) {
     n.port.own_slot.store(n.slot, std::memory_order_relaxed);
     n.port.channels.forget_dead_peers();  // (those that ended while no service could tell us)
     n.port.service.store(svc, std::memory_order_release);
+    n.receivers_changed();
   }
   svc->network_up();
   SV_WARN("joined the host service again (slot %u, %s): RoCEv2 datagrams for this process's QPs reach it",
@@ -448,6 +464,7 @@ void look_for_service(Nic& n, uint32_t trusted_uid) {
     n.port.steered.close();  // (connected sockets on the port too)
     n.port.fwd.close();
     n.port.fwd.remove_name();
+    n.receivers_changed();
   }
   shm::Host::get()->adopt_service(shm::HostService::unconnected());
   n.under_service = true;
@@ -469,6 +486,7 @@ static_assert(SteeredFlows::kMax <= 64);
 // At most this many receiving descriptors (receiving_fds).
 constexpr size_t kMaxBells = 64;  // (the host service makes at most 64 ring pairs a process)
 constexpr size_t kMaxReceivingFds = 3 + kMaxBells + SteeredFlows::kMax;
+static_assert(kMaxReceivingFds <= ReceiveWatch::kMaxMembers);
 
 // The receiving descriptors as poll() takes them: IPv4, IPv6, the host
 // service's connection or else the forwarding socket, the bells of our
@@ -605,6 +623,7 @@ void drain(Nic& n, ReceiveSlots& slots, int budget, Readable readable = {}) {
     for (shm::HostService::ChannelEvent& ev : service->take_channel_events()) {
       if (ev.open) {
         n.port.channels.open(ev.peer_slot, ev.peer_pid, ev.fds, ev.count);
+        n.receivers_changed();
         opened = true;
       } else {
         // What the peer wrote before it went is taken first (the ACK of a
@@ -614,6 +633,7 @@ void drain(Nic& n, ReceiveSlots& slots, int budget, Readable readable = {}) {
         // a ring holds at most 4 MiB.
         if (n.port.channels.any_ready()) drain_channels(n, slots, kDrainBeforeClose);
         n.port.channels.close(ev.peer_slot);
+        n.receivers_changed();
         n.has_retired_bells.store(true, std::memory_order_release);
       }
     }
@@ -663,6 +683,7 @@ void network_thread(Nic* nic) {
     if (n.has_retired_bells.exchange(false, std::memory_order_acq_rel)) {
       std::lock_guard rx(n.rx_mu);
       n.port.channels.close_retired();
+      n.receivers_changed();
     }
     size_t bells = 0;
     const size_t receiving = receiving_fds(n, fds, &bells);
@@ -694,6 +715,15 @@ void network_thread(Nic* nic) {
     nap_start_ns = now;
     if (nap_ns)
       for (size_t i = 0; i < receiving; ++i) fds[i].fd = -1;
+    // Watching the sockets itself, this thread cancels the watch of an
+    // application thread that stopped polling a while ago
+    // (receive_watch.h): else that thread would be woken too for each
+    // packet, wherever it sleeps. (Not sooner: a poller that pauses comes
+    // back, and each cancel costs it an arm.)
+    if (!nap_ns && n.watch.armed() && now - n.app_polled_ns.load(std::memory_order_relaxed) > kWatchIdleNs) {
+      std::lock_guard rx(n.rx_mu);
+      n.watch.disarm();
+    }
     const timespec nap{0, static_cast<long>(nap_ns)}, second{1, 0}, soon{0, 50'000'000};
     const timespec* timeout = nap_ns ? &nap : rejoining ? &soon : owner && !looking ? nullptr : &second;
     if (ppoll(fds, receiving + 2, timeout, nullptr) < 0 && errno != EINTR) return;
@@ -724,6 +754,7 @@ void network_thread(Nic* nic) {
         std::lock_guard rx(n.rx_mu);
         EngineLock g(e);
         n.port.sock.try_own();
+        n.receivers_changed();
       }
       // What this thread answers while an application thread polls (it
       // came to drain moments ago) is held for that thread's next post or
@@ -802,6 +833,7 @@ void RoceTransport::listen() {
   }
   static bool exit_handler = (std::atexit(roce::hand_over_at_exit), true);
   (void)exit_handler;
+  if (knobs().io_uring && !nic_.watch.open()) SV_WARN("SOFTVERBS_IO_URING=1, but no io_uring here: an empty poll asks poll()");
   nic_.port.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
   nic_.port.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   {
@@ -848,20 +880,34 @@ void RoceTransport::progress() {
     }
     nic_.app_drained_ns.store(now, std::memory_order_relaxed);
     try {
-      // One system call says which sockets hold anything: an application
-      // polling an empty CQ comes here over and over, and a receive on each
-      // empty socket would cost three.
+      // An application polling an empty CQ comes here over and over. The
+      // watch says without a system call whether anything came; if so,
+      // one system call says which sockets hold it (a receive on each
+      // empty socket would cost three). Without the watch, that call is
+      // made each time.
       pollfd fds[roce::kMaxReceivingFds];
       size_t bells = 0;
       const size_t count = roce::receiving_fds(nic_, fds, &bells);
+      roce::ReceiveWatch& watch = nic_.watch;
+      const uint64_t arms = watch.arms();
+      const bool look =
+          !watch.is_open() || watch.maybe_readable(fds, count, nic_.receivers_epoch.load(std::memory_order_acquire));
+      if (watch.arms() != arms) e.counters.add_device(roce::kWatchArms);
       thread_local roce::ReceiveSlots slots;
-      if (poll(fds, count, 0) > 0 || nic_.port.channels.any_ready()) {
+      if (look && poll(fds, count, 0) > 0) {
         const roce::Readable readable = roce::readable_of(fds, count, bells);
         // (Counted as the network thread counts: a socket with only an
         // error to report, POLLERR, holds nothing to receive.)
         if (readable.any()) e.counters.add_device(roce::kAppReceives);
         roce::HoldAnswers hold(true);  // for this thread's next post (Engine::answers_held_ns)
         roce::drain(nic_, slots, 64, readable);
+        watch.drained(true);
+      } else {
+        if (look) watch.drained(false);
+        if (nic_.port.channels.any_ready()) {  // (the rings are memory: read without asking)
+          roce::HoldAnswers hold(true);
+          roce::drain(nic_, slots, 64, roce::Readable{false, false, false, 0});
+        }
       }
     } catch (const std::bad_alloc&) {
       roce::out_of_memory();  // what was in hand is lost, as packets on a wire

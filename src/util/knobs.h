@@ -35,6 +35,11 @@ struct Knobs {
   // in naps that double up to this long (0: it always wakes for each
   // packet). transport/roce_transport.cpp network_thread says why.
   unsigned net_nap_us = 1000;
+  // SOFTVERBS_IO_URING=1: an application thread polling an empty CQ watches
+  // an io_uring instead of asking the kernel with poll() each time
+  // (transport/receive_watch.h). Off by default: measured here, an empty
+  // poll gets free but each packet dearer (bench/receive_watch_ab.sh).
+  bool io_uring = false;
   bool ignore_memlock = false;       // SOFTVERBS_MEMLOCK=ignore: registrations not held to RLIMIT_MEMLOCK (core/pinned_pages.h)
   bool infiniband = false;           // SOFTVERBS_LINK_LAYER=infiniband: the port shows an IB link layer and LIDs (core/lid.h)
   bool use_host_service = true;      // SOFTVERBS_HOSTD=off (or 0): never use the host service (util/host_service_socket.h)

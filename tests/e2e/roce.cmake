@@ -32,6 +32,19 @@ roce_netns_test(srq_pingpong pingpong ibv_srq_pingpong -n 300 -q 4 -c)
 foreach(tool send_lat write_lat read_lat atomic_lat send_bw write_bw read_bw atomic_bw)
   roce_netns_test(ib_${tool} perftest ib_${tool} -n 200)
 endforeach()
+# The io_uring receive watch (SOFTVERBS_IO_URING=1, transport/receive_watch.h;
+# off by default): pollers that learn of packets from the ring, under loss,
+# with several processes per host (forwarding, steering: the watched set
+# changes), and UD; each side's app armed it (counter watch_arms).
+foreach(case "ib_send_lat|perftest ib_send_lat -n 200" "ib_send_bw_drop3|--drop 3 perftest ib_send_bw -n 300"
+             "rc_pingpong_3pairs|--pairs 3 pingpong ibv_rc_pingpong -n 200 -c" "ud_pingpong|pingpong ibv_ud_pingpong -n 200 -c")
+  string(REPLACE "|" ";" parts "${case}")
+  list(GET parts 0 name)
+  list(GET parts 1 args)
+  separate_arguments(args UNIX_COMMAND "${args}")
+  roce_netns_test(${name}_io_uring --stats --expect-counter watch_arms ${args})
+  set_property(TEST e2e_roce_${name}_io_uring APPEND PROPERTY ENVIRONMENT "SOFTVERBS_IO_URING=1")
+endforeach()
 roce_netns_test(rc_pingpong_drop3 --drop-data 3 pingpong ibv_rc_pingpong -n 200 -s 10000 -c)
 roce_netns_test(ib_write_bw_drop3 --drop 3 perftest ib_write_bw -n 300)
 roce_netns_test(ib_read_bw_drop3 --drop 3 perftest ib_read_bw -n 300)
