@@ -1,3 +1,4 @@
+#include "core/limit_reached.h"
 #include "core/cq.h"
 
 #include <cerrno>
@@ -11,6 +12,7 @@
 #include "core/device_profile.h"
 #include "core/faults.h"
 #include "core/limits.h"
+#include "util/knobs.h"
 #include "core/qp.h"
 #include "core/trace.h"
 #include "core/recv_queue.h"
@@ -107,6 +109,7 @@ Cq* create_cq(Context* ctx, int cqe, void* cq_context, Channel* chan, int comp_v
   }
   if (ctx->cq_count.fetch_add(1) >= device_profile().max_cq) {
     ctx->cq_count.fetch_sub(1);
+    limit_reached(Limit::kCqs, device_profile().max_cq);
     errno = ENOMEM;
     return nullptr;
   }
@@ -117,6 +120,7 @@ Cq* create_cq(Context* ctx, int cqe, void* cq_context, Channel* chan, int comp_v
   if (!ring_off) {
     if (shared_off) arena.free(shared_off, sizeof(shm::CqShared));
     ctx->cq_count.fetch_sub(1);
+    limit_reached(Limit::kSharedMemory, knobs().arena_bytes);
     errno = ENOMEM;
     return nullptr;
   }

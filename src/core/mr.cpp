@@ -12,6 +12,7 @@
 #include "core/device_profile.h"
 #include "core/faults.h"
 #include "core/limits.h"
+#include "core/limit_reached.h"
 #include "core/object_budget.h"
 #include "core/qp.h"
 #include "core/mw.h"
@@ -166,6 +167,7 @@ Mr* reg_mr(Pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
   }
   shm::Host& host = *pd->ctx->host;
   if (!g_mr_budget.take(device_profile().max_mr)) {
+    limit_reached(Limit::kMrs, device_profile().max_mr);
     uncharge_pinned_pages(charge);
     errno = ENOMEM;  // (the profile's max_mr)
     return nullptr;
@@ -173,6 +175,7 @@ Mr* reg_mr(Pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
   int64_t idx = host.arena().take_mr_index();
   if (idx < 0) {
     g_mr_budget.give();
+    limit_reached(Limit::kMrKeys, limits::kMaxMr);
     uncharge_pinned_pages(charge);
     errno = ENOMEM;
     return nullptr;

@@ -1,3 +1,5 @@
+#include "core/limit_reached.h"
+#include "core/limits.h"
 #include "core/mw.h"
 
 #include <atomic>
@@ -39,12 +41,14 @@ Mw* alloc_mw(Pd* pd, ibv_mw_type type) {
     return nullptr;
   }
   if (static_cast<uint64_t>(g_windows.load(std::memory_order_relaxed)) >= device_profile().max_mw) {
+    limit_reached(Limit::kMws, device_profile().max_mw);
     errno = ENOMEM;
     return nullptr;
   }
   shm::Host& host = *pd->ctx->host;
   int64_t idx = host.arena().take_mr_index();
   if (idx < 0) {
+    limit_reached(Limit::kMrKeys, limits::kMaxMr);
     errno = ENOMEM;
     return nullptr;
   }

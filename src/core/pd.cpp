@@ -1,3 +1,4 @@
+#include "core/limit_reached.h"
 #include "core/pd.h"
 
 #include <cerrno>
@@ -23,6 +24,7 @@ Pd* alloc_pd(Context* ctx) {
   }
   if (g_pd_count.fetch_add(1) >= device_profile().max_pd) {
     g_pd_count.fetch_sub(1);
+    limit_reached(Limit::kPds, device_profile().max_pd);
     errno = ENOMEM;
     return nullptr;
   }
@@ -129,6 +131,7 @@ Ah* create_ah(Pd* pd, const ibv_ah_attr& attr) {
   }
   if (pd->ctx->ah_count.fetch_add(1) >= device_profile().max_ah) {
     pd->ctx->ah_count.fetch_sub(1);
+    limit_reached(Limit::kAhs, device_profile().max_ah);
     errno = ENOMEM;
     return nullptr;
   }

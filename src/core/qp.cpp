@@ -20,7 +20,9 @@
 #include "core/faults.h"
 #include "core/trace.h"
 #include "core/limits.h"
+#include "util/knobs.h"
 #include "core/post_hooks.h"
+#include "core/limit_reached.h"
 #include "core/object_budget.h"
 #include "core/qp_state.h"
 #include "core/requester.h"
@@ -367,6 +369,7 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
     return nullptr;
   }
   if (!g_qp_budget.take(device_profile().max_qp)) {
+    limit_reached(Limit::kQps, device_profile().max_qp);
     errno = ENOMEM;  // (the profile's max_qp)
     return nullptr;
   }
@@ -374,6 +377,7 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
   int64_t idx = arena.take_qp_index();
   if (idx < 0) {
     g_qp_budget.give();
+    limit_reached(Limit::kQpNumbers, limits::kMaxQp);
     errno = ENOMEM;
     return nullptr;
   }
@@ -422,6 +426,7 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
 
   qp->shared_off = arena.alloc(sizeof(shm::QpShared));
   int err = qp->shared_off ? 0 : ENOMEM;
+  if (err) limit_reached(Limit::kSharedMemory, knobs().arena_bytes);
   if (!err && !qp->srq_obj && !xrc_send && !xrc_recv && !rss)
     err = qp->rq.init(arena, c.max_recv_wr, c.max_recv_sge, false, qp->pd_obj->id, ctx->index);
   // A raw packet QP lives on a network interface; CAP_NET_RAW, as the kernel asks.

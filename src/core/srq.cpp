@@ -6,6 +6,7 @@
 #include "core/device_profile.h"
 #include "core/faults.h"
 #include "core/limits.h"
+#include "core/limit_reached.h"
 #include "core/object_budget.h"
 #include "core/xrcd.h"
 
@@ -30,6 +31,7 @@ Srq* create_srq(Pd* pd, ibv_srq_init_attr* attr, Xrcd* xrcd, Cq* cq) {
   }
   Context* ctx = pd->ctx;
   if (!g_srq_budget.take(device_profile().max_srq)) {
+    limit_reached(Limit::kSrqs, device_profile().max_srq);
     errno = ENOMEM;  // (the profile's max_srq)
     return nullptr;
   }
@@ -37,6 +39,7 @@ Srq* create_srq(Pd* pd, ibv_srq_init_attr* attr, Xrcd* xrcd, Cq* cq) {
   int64_t idx = arena.take_srq_index();
   if (idx < 0) {
     g_srq_budget.give();
+    limit_reached(Limit::kSrqs, limits::kMaxSrq);
     errno = ENOMEM;
     return nullptr;
   }

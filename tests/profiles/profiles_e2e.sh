@@ -75,6 +75,7 @@ check "softverbs' own: perftest does not know it, and sends nothing inline" \
   grep -q "Device not recognized to implement inline feature" "$work/inline_own"
 as_profile "$work/tiny.profile" "$work/tiny_qps" ib_write_bw -q 4 -n 10 -x "$gid"
 check "max_qp 2: perftest's four QPs are refused" grep -q "Unable to create QP" "$work/tiny_qps"
+check "max_qp 2: what ran out is said, once" test "$(grep -c "ibv_create_qp: ENOMEM: all 2 QPs are in use (the device's limit: max_qp" "$work/tiny_qps")" = 1
 for profile in rxe siw cx6; do
   as_profile "$profile" "$work/pingpong_$profile" ibv_rc_pingpong -g "$gid" -n 100
   check "$profile: ibv_rc_pingpong runs" test $? = 0
