@@ -1,6 +1,7 @@
-// One process at a NIC's scale (issue 39): 65535 MRs. These check that
-// everything still works at that size; what each call costs as the objects
-// grow is bench/object_costs.sh's to measure, not a test's. (Suites named Scale* carry the label `scale`.)
+// One process at a NIC's scale (issue 39): 65535 MRs, 65536 connected QPs
+// on one CQ. These check that everything still works at that size; what
+// each call costs as the objects grow is bench/object_costs.sh's to
+// measure, not a test's. (Suites named Scale* carry the label `scale`.)
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -87,6 +88,103 @@ TEST(ScaleRegistration, SixtyFiveThousandMrsOf4KiB) {
   EXPECT_EQ(write_inline(pair, reinterpret_cast<uint64_t>(bytes), mrs[0]->rkey, "x"), IBV_WC_REM_ACCESS_ERR);
   ASSERT_EQ(ibv_dereg_mr(mrs[n - 1]), 0);
   munmap(mem, n * kPage);
+}
+
+// Connects `qp` to `dest` with attributes worked out once (the fixture's
+// connect_qp asks for the GID index at every step).
+void connect(ibv_qp* qp, uint32_t dest, const ibv_qp_attr& base) {
+  ibv_qp_attr a = base;
+  a.qp_state = IBV_QPS_INIT;
+  ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+  a.qp_state = IBV_QPS_RTR;
+  a.dest_qp_num = dest;
+  ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+            0);
+  a.qp_state = IBV_QPS_RTS;
+  ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                      IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC),
+            0);
+}
+
+// 65536 RC QPs on one CQ, connected in pairs; some leave completions
+// waiting in it (send completions in its private ring, receive completions
+// in its shared ring). All but the last pair are destroyed before anything
+// is polled: afterwards the CQ gives the survivors' completions, old and
+// new, and not one of a destroyed QP (mlx5 cleans a destroyed QP's CQEs).
+TEST(ScaleDestroy, SixtyFiveThousandConnectedQpsOnOneCq) {
+  Device dev;
+  ibv_device_attr da{};
+  ASSERT_EQ(ibv_query_device(dev.ctx, &da), 0);
+  const size_t n = std::min<size_t>(65536, static_cast<size_t>(da.max_qp)) & ~size_t{1};
+  ibv_cq* cq = ibv_create_cq(dev.ctx, std::min(2 * static_cast<int>(n), da.max_cqe), nullptr, nullptr, 0);
+  ASSERT_NE(cq, nullptr);
+  std::vector<uint8_t> target(kPage);
+  ibv_mr* mr = ibv_reg_mr(dev.pd, target.data(), target.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ASSERT_NE(mr, nullptr);
+  std::vector<ibv_qp*> qps(n);
+  for (size_t i = 0; i < n; ++i) {
+    qps[i] = create_rc_qp(dev.pd, cq, 2);
+    ASSERT_NE(qps[i], nullptr) << "QP " << i << ": " << std::strerror(errno);
+  }
+  const ibv_qp_attr base = valid_attr(dev.ctx, 0);
+  for (size_t i = 0; i < n; i += 2) {
+    ASSERT_NO_FATAL_FAILURE(connect(qps[i], qps[i + 1]->qp_num, base));
+    ASSERT_NO_FATAL_FAILURE(connect(qps[i + 1], qps[i]->qp_num, base));
+  }
+  // Every 64th pair, and the last: a WRITE from the first QP (its send
+  // completion), a SEND from the second into a receive of the first (a send
+  // and a receive completion). Within the host the initiator delivers as it
+  // posts, so these wait in the CQ before the destroys begin.
+  auto traffic = [&](size_t i, uint64_t tag) {
+    ibv_sge rsge{reinterpret_cast<uint64_t>(target.data() + 64), 64, mr->lkey};
+    ibv_recv_wr rwr{};
+    rwr.wr_id = tag;
+    rwr.sg_list = &rsge;
+    rwr.num_sge = 1;
+    ibv_recv_wr* bad_r;
+    ASSERT_EQ(ibv_post_recv(qps[i], &rwr, &bad_r), 0);
+    const char text[] = "scale";
+    ibv_sge sge{reinterpret_cast<uint64_t>(text), sizeof text, 0};
+    ibv_send_wr wr = write_wr(&sge, 1, reinterpret_cast<uint64_t>(target.data()), mr->rkey,
+                              IBV_SEND_SIGNALED | IBV_SEND_INLINE, tag);
+    ibv_send_wr* bad;
+    ASSERT_EQ(ibv_post_send(qps[i], &wr, &bad), 0);
+    wr.opcode = IBV_WR_SEND;
+    ASSERT_EQ(ibv_post_send(qps[i + 1], &wr, &bad), 0);
+  };
+  for (size_t i = 0; i < n - 2; i += 128) ASSERT_NO_FATAL_FAILURE(traffic(i, i));
+  ASSERT_NO_FATAL_FAILURE(traffic(n - 2, n - 2));
+  usleep(20000);  // (should some of it have gone the long way)
+  std::set<uint32_t> destroyed;
+  for (size_t i = 0; i + 2 < n; ++i) {
+    destroyed.insert(qps[i]->qp_num);
+    ASSERT_EQ(ibv_destroy_qp(qps[i]), 0) << "QP " << i;
+  }
+  const std::set<uint32_t> survivors{qps[n - 2]->qp_num, qps[n - 1]->qp_num};
+  ASSERT_NO_FATAL_FAILURE(traffic(n - 2, 1));
+  std::vector<ibv_wc> got;
+  for (int idle = 0; idle < 200;) {  // until nothing more comes for a while
+    ibv_wc wc[64];
+    int k = ibv_poll_cq(cq, 64, wc);
+    ASSERT_GE(k, 0);
+    got.insert(got.end(), wc, wc + k);
+    idle = k ? 0 : idle + 1;
+    if (!k) usleep(500);
+  }
+  size_t of_survivors = 0;
+  for (const ibv_wc& wc : got) {
+    ASSERT_EQ(destroyed.count(wc.qp_num), 0u) << "a completion of destroyed QP " << wc.qp_num << " (wr_id "
+                                              << wc.wr_id << ")";
+    ASSERT_EQ(survivors.count(wc.qp_num), 1u);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    ++of_survivors;
+  }
+  EXPECT_EQ(of_survivors, 6u) << "the last pair's three completions from before the destroys, three from after";
+  ASSERT_EQ(ibv_destroy_qp(qps[n - 2]), 0);
+  ASSERT_EQ(ibv_destroy_qp(qps[n - 1]), 0);
+  ASSERT_EQ(ibv_dereg_mr(mr), 0);
+  ASSERT_EQ(ibv_destroy_cq(cq), 0);
 }
 
 }  // namespace
