@@ -24,8 +24,9 @@
 // Overlays the application unmapped are found where a registration meets
 // them, and all of them in a sweep once the extents doubled: 65535
 // registrations of 4 KiB, each read /proc/self/maps and walked every
-// extent before (60 s, from 290 to 1490 us each), take ~2.4 s (35 us each,
-// flat), most of it the remap's TLB flush.
+// extent before (39-60 s, from 210 to 970-1490 us each), take 1.7-5 s
+// with the machine's load (26-80 us each, flat), most of it the remap's
+// TLB flush.
 #pragma once
 
 #include <cstdint>
