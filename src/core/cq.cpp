@@ -1,6 +1,7 @@
 #include "core/limit_reached.h"
 #include "core/cq.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -199,22 +200,34 @@ namespace {
 // first whenever it had something starved our own completions: a peer's
 // receive completion arriving before each poll_cq(n = 1) kept the send
 // completions behind it, and the send queue filled (rping did this).
-// Whether the entry at `pos` of a ring belongs to a destroyed QP; forgets
-// purges that can match nothing any more.
+// A purge can match nothing any more once its stragglers' time is over and
+// polling has passed the positions it was taken at.
+bool purge_spent(const Cq* cq, const Cq::Purge& p, uint64_t now) {
+  return now >= p.until_ns && cq->head >= p.shared_before &&
+         cq->local_head.load(std::memory_order_relaxed) >= p.local_before;
+}
+
+// Lets go of every spent purge, at most once a second: each poll and destroy
+// looks at one purge only, and this keeps the table to the QPs destroyed in
+// the last seconds at a cost per call that stays constant.
+void sweep_purges(Cq* cq, uint64_t now) {
+  if (now - cq->purges_swept_ns < 1'000'000'000ull) return;
+  cq->purges_swept_ns = now;
+  std::erase_if(cq->purges, [cq, now](const auto& qpn_purge) { return purge_spent(cq, qpn_purge.second, now); });
+}
+
+// Whether the entry at `pos` of a ring belongs to a destroyed QP.
 bool purged(Cq* cq, uint32_t qpn, bool shared, uint64_t pos) {
   const uint64_t now = monotonic_ns();
-  bool hit = false;
-  for (size_t i = 0; i < cq->purges.size();) {
-    const Cq::Purge& p = cq->purges[i];
-    if (p.qpn == qpn && (pos < (shared ? p.shared_before : p.local_before) || now < p.until_ns)) hit = true;
-    if (now >= p.until_ns && cq->head >= p.shared_before && cq->local_head.load() >= p.local_before) {
-      cq->purges[i] = cq->purges.back();
-      cq->purges.pop_back();
-    } else {
-      ++i;
-    }
+  auto it = cq->purges.find(qpn);
+  if (it == cq->purges.end()) {
+    sweep_purges(cq, now);
+    return false;
   }
-  return hit;
+  const Cq::Purge& p = it->second;
+  if (pos < (shared ? p.shared_before : p.local_before) || now < p.until_ns) return true;
+  if (purge_spent(cq, p, now)) cq->purges.erase(it);
+  return false;
 }
 
 // The receive queue QP `qpn` of this process takes its WQEs from, or nullptr.
@@ -282,8 +295,14 @@ void forget_qp_completions(Cq* cq, uint32_t qpn, bool with_stragglers) {
   std::lock_guard g(cq->poll_mu);
   cq->rq = nullptr;
   cq->rq_qpn = 0;
-  cq->purges.push_back(Cq::Purge{qpn, shared_tail(cq->shared), cq->local_tail.load(std::memory_order_acquire),
-                                 with_stragglers ? monotonic_ns() + 2'000'000'000ull : 0});
+  const uint64_t now = monotonic_ns();
+  sweep_purges(cq, now);
+  // A purge already there (the QPN's previous QP, destroyed less than two
+  // seconds ago) keeps its stragglers' time; the positions are later now.
+  Cq::Purge& p = cq->purges[qpn];
+  p.shared_before = shared_tail(cq->shared);
+  p.local_before = cq->local_tail.load(std::memory_order_acquire);
+  p.until_ns = std::max<uint64_t>(p.until_ns, with_stragglers ? now + 2'000'000'000ull : 0);
 }
 
 bool take_one(Cq* cq, shm::CqeFields* out) {

@@ -81,13 +81,15 @@ struct Cq : ibv_cq_ex, PrivateHeapObject {
   int64_t wallclock_offset_ns = 0;
 
   // Completions of QPs destroyed while some were waiting: polling drops
-  // them (forget_qp_completions). Under poll_mu.
+  // them (forget_qp_completions). By QPN, so polling looks one up per
+  // entry whatever the number of QPs destroyed (65536 destroyed QPs made a
+  // list walked per entry). Under poll_mu.
   struct Purge {
-    uint32_t qpn;
     uint64_t shared_before, local_before;  // ring positions taken at destroy
     uint64_t until_ns;                     // and stragglers until then
   };
-  PrivateVector<Purge> purges;
+  PrivateUnorderedMap<uint32_t, Purge> purges;
+  uint64_t purges_swept_ns = 0;  // when purges that can match nothing were last let go
 
   // The receive queue of the QP whose receive completion was polled last
   // (the QP's own or its SRQ), found through the arena's QP table: polling

@@ -21,7 +21,7 @@
 #include "util/bits.h"
 #include "util/knobs.h"
 #include "util/log.h"
-#include "util/proc_maps.h"
+#include "util/vma_query.h"
 
 namespace sv {
 
@@ -62,10 +62,11 @@ bool implicit_odp(const void* addr, size_t length, unsigned access) {
 }
 
 // The kernel pins the pages of an MR; it fails with EFAULT when they are not
-// mapped, or not writable while write access is asked for.
+// mapped, or not writable while write access is asked for. (The kernel is
+// asked about this range alone: util/vma_query.h.)
 int check_memory(uint64_t addr, uint64_t length, unsigned access) {
-  std::vector<MapEntry> maps = read_proc_maps();
   uint64_t at = addr, end = addr + length;
+  std::vector<MapEntry> maps = mappings_over(at, end, /*with_names=*/false);
   for (const MapEntry& e : maps) {
     if (e.end <= at || e.start >= end) continue;
     if (e.start > at) return EFAULT;

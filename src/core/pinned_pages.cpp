@@ -33,7 +33,12 @@ bool has_ipc_lock() {
   __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2]{};
   if (syscall(SYS_capget, &hdr, data) != 0) return false;
-  return (data[CAP_TO_INDEX(CAP_IPC_LOCK)].effective & CAP_TO_MASK(CAP_IPC_LOCK)) && in_initial_user_namespace();
+  // The namespace read once: a process past its limit asks on every
+  // registration, and opening and parsing the file cost more than the rest
+  // of a registration's bookkeeping. (A process that moves to another user
+  // namespace, unshare(2), keeps the first answer.)
+  static const bool initial_namespace = in_initial_user_namespace();
+  return (data[CAP_TO_INDEX(CAP_IPC_LOCK)].effective & CAP_TO_MASK(CAP_IPC_LOCK)) && initial_namespace;
 }
 
 // A fork()ed child has pinned nothing: the kernel gives it a new mm.

@@ -14,9 +14,18 @@
 
 #include "shm/host.h"
 #include "util/proc_maps.h"
+#include "util/vma_query.h"
 
 namespace sv::shm {
 namespace {
+
+constexpr uint64_t kPage = 4096;
+
+uint64_t map_anonymous(uint64_t pages) {
+  void* m = mmap(nullptr, pages * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  EXPECT_NE(m, MAP_FAILED);
+  return reinterpret_cast<uint64_t>(m);
+}
 
 bool mapped_from_arena(Host& host, uint64_t addr) {
   for (const MapEntry& e : read_proc_maps())
@@ -107,6 +116,118 @@ TEST(Overlay, SharedMappingsAreNotOverlaid) {
   ASSERT_NE(mem, MAP_FAILED);
   EXPECT_FALSE(host->overlays().pin(reinterpret_cast<uint64_t>(mem), 4096));
   munmap(mem, 4096);
+}
+
+// Registration learns of the application's munmap and mmap between two
+// registrations from the kernel at each one (util/vma_query.h), not from
+// what it saw before.
+TEST(Overlay, MunmapInTheMiddleOfARegisteredRange) {
+  Host* host = Host::get();
+  ASSERT_NE(host, nullptr);
+  const uint64_t base = map_anonymous(4);
+  std::memset(reinterpret_cast<void*>(base), 'm', 4 * kPage);
+  auto whole = host->overlays().pin(base, 4 * kPage);
+  ASSERT_TRUE(whole);
+  host->overlays().unpin(whole->page);  // deregistered
+  ASSERT_EQ(munmap(reinterpret_cast<void*>(base + kPage), kPage), 0);
+  // What is left of it is still the same overlay.
+  auto first = host->overlays().pin(base, 100);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->arena_off, whole->arena_off);
+  host->overlays().unpin(first->page);
+  EXPECT_FALSE(host->overlays().pin(base, 3 * kPage)) << "a range over the hole is not mapped";
+  // New memory in the hole: the extent still backs the pages beside it, so
+  // the hole cannot be overlaid anew (a documented limit); the registration
+  // takes the slower path.
+  ASSERT_NE(mmap(reinterpret_cast<void*>(base + kPage), kPage, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0),
+            MAP_FAILED);
+  EXPECT_FALSE(host->overlays().pin(base + kPage, 100));
+  // Once all of it is gone, memory mapped there again is overlaid afresh.
+  ASSERT_EQ(munmap(reinterpret_cast<void*>(base), 4 * kPage), 0);
+  ASSERT_NE(mmap(reinterpret_cast<void*>(base), 4 * kPage, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0),
+            MAP_FAILED);
+  std::memset(reinterpret_cast<void*>(base + 2 * kPage), 'n', kPage);
+  auto again = host->overlays().pin(base + 2 * kPage, kPage);
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(mapped_from_arena(*host, base + 2 * kPage));
+  EXPECT_EQ(reinterpret_cast<volatile char*>(base + 2 * kPage)[17], 'n');
+  host->overlays().unpin(again->page);
+  munmap(reinterpret_cast<void*>(base), 4 * kPage);
+}
+
+TEST(Overlay, RemapOfTheSameAddressWithADifferentFile) {
+  Host* host = Host::get();
+  ASSERT_NE(host, nullptr);
+  const uint64_t base = map_anonymous(1);
+  auto pin = host->overlays().pin(base, kPage);
+  ASSERT_TRUE(pin);
+  host->overlays().unpin(pin->page);
+  // The application puts a file of its own, shared, where the buffer was.
+  int fd = memfd_create("overlay-test", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, kPage), 0);
+  ASSERT_EQ(pwrite(fd, "file", 4, 0), 4);
+  ASSERT_NE(mmap(reinterpret_cast<void*>(base), kPage, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0),
+            MAP_FAILED);
+  EXPECT_FALSE(host->overlays().pin(base, kPage)) << "a shared mapping is never overlaid";
+  EXPECT_FALSE(mapped_from_arena(*host, base));
+  reinterpret_cast<volatile char*>(base)[0] = 'F';  // still the file's page
+  char b = 0;
+  ASSERT_EQ(pread(fd, &b, 1, 0), 1);
+  EXPECT_EQ(b, 'F');
+  // The same with a private mapping of the file: overlaid anew, its bytes kept.
+  ASSERT_NE(mmap(reinterpret_cast<void*>(base), kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, 0),
+            MAP_FAILED);
+  auto fresh = host->overlays().pin(base, kPage);
+  ASSERT_TRUE(fresh);
+  EXPECT_NE(fresh->arena_off, pin->arena_off) << "the old overlay's pages belonged to memory now gone";
+  EXPECT_EQ(std::memcmp(reinterpret_cast<const void*>(base), "File", 4), 0);
+  host->overlays().unpin(fresh->page);
+  munmap(reinterpret_cast<void*>(base), kPage);
+  close(fd);
+}
+
+TEST(Overlay, AdjacentMappingsKeepTheirProtections) {
+  Host* host = Host::get();
+  ASSERT_NE(host, nullptr);
+  const uint64_t base = map_anonymous(3);
+  std::memset(reinterpret_cast<void*>(base), 'p', 3 * kPage);
+  ASSERT_EQ(mprotect(reinterpret_cast<void*>(base + kPage), kPage, PROT_READ), 0);
+  auto pin = host->overlays().pin(base + 100, 3 * kPage - 200);
+  ASSERT_TRUE(pin);
+  for (uint64_t p = 0; p < 3; ++p) EXPECT_TRUE(mapped_from_arena(*host, base + p * kPage)) << p;
+  auto now = mappings_over(base, base + 3 * kPage);
+  ASSERT_EQ(now.size(), 3u);
+  EXPECT_TRUE(now[0].write);
+  EXPECT_FALSE(now[1].write);
+  EXPECT_TRUE(now[2].write);
+  for (uint64_t i = 0; i < 3 * kPage; i += 511) ASSERT_EQ(reinterpret_cast<volatile char*>(base)[i], 'p') << i;
+  host->overlays().unpin(pin->page);
+  munmap(reinterpret_cast<void*>(base), 3 * kPage);
+}
+
+// Many registrations, each of its own page: each is found again, none
+// overlaps another, and one in the middle still takes its own pages.
+TEST(Overlay, ThousandsOfSinglePageRegistrations) {
+  Host* host = Host::get();
+  ASSERT_NE(host, nullptr);
+  constexpr uint64_t kCount = 2000;
+  const uint64_t base = map_anonymous(kCount);
+  std::vector<OverlayMap::Pin> pins;
+  for (uint64_t i = 0; i < kCount; ++i) {
+    reinterpret_cast<volatile uint64_t*>(base + i * kPage)[0] = i;
+    auto p = host->overlays().pin(base + i * kPage, kPage);
+    ASSERT_TRUE(p) << i;
+    pins.push_back(*p);
+  }
+  for (uint64_t i = 0; i < kCount; ++i) {
+    ASSERT_EQ(pins[i].page, base + i * kPage);
+    ASSERT_EQ(*reinterpret_cast<volatile uint64_t*>(host->arena().base() + pins[i].arena_off), i);
+  }
+  for (const auto& p : pins) host->overlays().unpin(p.page);
+  munmap(reinterpret_cast<void*>(base), kCount * kPage);
 }
 
 TEST(Overlay, ForkChildGetsAPrivateCopy) {
