@@ -357,12 +357,15 @@ void lock_poll_contended(Cq* cq) {
 int poll_cq(Cq* cq, int n, ibv_wc* wc) {
   if (n < 0) return -EINVAL;
   if (!maybe_ready(cq) && !ready_after_progress(cq)) return 0;
+  // A peer's error flagged on our QPs takes effect before poll_mu is
+  // taken: it takes their sq_mu, which modify_qp(RESET) holds while it
+  // takes poll_mu (forget_completions); in the other order the two could
+  // each wait for the other for ever.
+  if (cq->shared->attention.load(std::memory_order_relaxed)) handle_qp_attention(cq);
   lock_poll(cq);
   std::lock_guard g(cq->poll_mu, std::adopt_lock);
-  if (const uint32_t attention = cq->shared->attention.load(std::memory_order_relaxed)) {
-    handle_qp_attention(cq);
-    if (attention & check::kAttentionChecks) return poll_cq_checked(cq, n, wc);
-  }
+  if (cq->shared->attention.load(std::memory_order_relaxed) & check::kAttentionChecks)
+    return poll_cq_checked(cq, n, wc);
   int got = 0;
   while (got < n && take_oldest(cq, [wc, got](const shm::CqeFields& c) { to_wc(c, &wc[got]); })) ++got;
   return got;

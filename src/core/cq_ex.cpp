@@ -24,8 +24,8 @@ int start_poll(ibv_cq_ex* c, ibv_poll_cq_attr* attr) {
   Cq* cq = cq_of(c);
   // (An entry point from C: the network's progress may not throw through it.)
   if (!maybe_ready(cq)) (void)c_boundary::guarded(false, ENOMEM, [cq] { return ready_after_progress(cq); });
+  if (cq->shared->attention.load(std::memory_order_relaxed)) handle_qp_attention(cq);  // (before poll_mu: poll_cq says why)
   lock_poll(cq);
-  if (cq->shared->attention.load(std::memory_order_relaxed)) handle_qp_attention(cq);
   int rc = load_current(cq);
   if (rc) {
     cq->poll_mu.unlock();  // ENOENT: the caller must not call end_poll

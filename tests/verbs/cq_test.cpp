@@ -13,6 +13,8 @@
 #include <climits>
 #include <cstring>
 #include <vector>
+#include <thread>
+#include <atomic>
 
 #include "verbs_fixture.h"
 #include "verbs_test_util.h"
@@ -733,6 +735,42 @@ TEST(CqOverrun, RaisesCqErrAsyncEvent) {
     EXPECT_EQ(ibv_destroy_cq(small), 0);
     EXPECT_EQ(ibv_destroy_cq(big), 0);
   }
+}
+
+// A peer's error flagged on a QP (its CQ's attention bit) is handled by a
+// poll of that CQ, which moves the QP to ERR under its sq_mu; modify_qp
+// to RESET holds that sq_mu while it cleans the CQ under poll_mu. Were the
+// poll to handle the flag under poll_mu, the two calls could each wait for
+// the other for ever (the hang watchdog would end this test with both
+// stacks). Here one thread polls while the other resets, round after round.
+TEST(CqAttention, APollAndAResetOfTheFlaggedQpNeverWaitForEachOther) {
+  Device dev;
+  QpPair p(dev, IBV_QPT_RC);
+  Buffer local(dev.pd, 4096), remote(dev.pd, 4096);
+  std::atomic<bool> stop{false};
+  std::thread poller([&] {
+    ibv_wc wc[4];
+    while (!stop.load(std::memory_order_relaxed)) ibv_poll_cq(p.cq_b, 4, wc);
+  });
+  for (int round = 0; round < 300; ++round) {
+    // A WRITE with a bad rkey: a is told REM_ACCESS_ERR, b is flagged.
+    ibv_sge ls = local.sge(0, 64);
+    ibv_send_wr wr = write_wr(&ls, 1, remote.addr(), remote.mr->rkey ^ 0x00770000u);
+    ASSERT_EQ(post_send(p.a, &wr), 0);
+    auto s = wait_wc(p.cq_a, 1, 2000);
+    ASSERT_EQ(s.size(), 1u) << "round " << round;
+    EXPECT_EQ(s[0].status, IBV_WC_REM_ACCESS_ERR);
+    // Both to RESET (b's while the poller may be handling its flag), and
+    // connected again.
+    ibv_qp_attr reset{};
+    reset.qp_state = IBV_QPS_RESET;
+    ASSERT_EQ(ibv_modify_qp(p.b, &reset, IBV_QP_STATE), 0);
+    ASSERT_EQ(ibv_modify_qp(p.a, &reset, IBV_QP_STATE), 0);
+    ASSERT_EQ(connect_qp(p.a, p.b->qp_num), 0);
+    ASSERT_EQ(connect_qp(p.b, p.a->qp_num), 0);
+  }
+  stop = true;
+  poller.join();
 }
 
 }  // namespace
