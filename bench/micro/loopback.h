@@ -1,5 +1,5 @@
 // Two connected RC QPs in one process, for measuring softverbs' own
-// software path (bench/micro).
+// software path (bench/micro); and how to connect QPs of one process.
 #pragma once
 
 #include <arpa/inet.h>
@@ -7,6 +7,51 @@
 
 #include <cstring>
 #include <vector>
+
+// The index of the GID of 127.0.0.1 on port 1 (0 when none is).
+inline int loopback_gid_index(ibv_context* ctx) {
+  ibv_gid want{};
+  want.raw[10] = want.raw[11] = 0xff;
+  inet_pton(AF_INET, "127.0.0.1", want.raw + 12);
+  for (int i = 0; i < 16; ++i) {
+    ibv_gid g;
+    if (ibv_query_gid(ctx, 1, i, &g) == 0 && std::memcmp(&g, &want, sizeof g) == 0) return i;
+  }
+  return 0;
+}
+
+// Brings RC QP `qp` to RTS, connected to QP `dest` of this host through
+// the GID of 127.0.0.1 (`gid_index`), with remote `access`. 0, or the
+// errno of the modify that failed.
+inline int connect_loopback(ibv_qp* qp, uint32_t dest, int gid_index, int access) {
+  ibv_qp_attr at{};
+  at.qp_state = IBV_QPS_INIT;
+  at.port_num = 1;
+  at.qp_access_flags = access;
+  if (int e = ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) return e;
+  at = {};
+  at.qp_state = IBV_QPS_RTR;
+  at.path_mtu = IBV_MTU_4096;
+  at.dest_qp_num = dest;
+  at.max_dest_rd_atomic = 1;
+  at.min_rnr_timer = 1;
+  at.ah_attr.is_global = 1;
+  at.ah_attr.port_num = 1;
+  at.ah_attr.grh.sgid_index = static_cast<uint8_t>(gid_index);
+  at.ah_attr.grh.dgid.raw[10] = at.ah_attr.grh.dgid.raw[11] = 0xff;
+  inet_pton(AF_INET, "127.0.0.1", at.ah_attr.grh.dgid.raw + 12);
+  if (int e = ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+    return e;
+  at = {};
+  at.qp_state = IBV_QPS_RTS;
+  at.timeout = 14;
+  at.retry_cnt = 7;
+  at.rnr_retry = 7;
+  at.max_rd_atomic = 1;
+  return ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                                    IBV_QP_MAX_QP_RD_ATOMIC);
+}
 
 struct Loopback {
   ibv_context* ctx = nullptr;
@@ -42,8 +87,10 @@ struct Loopback {
     int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
     src_mr = ibv_reg_mr(pd, src.data(), src.size(), access);
     dst_mr = ibv_reg_mr(pd, dst.data(), dst.size(), access);
-    connect(a, b->qp_num);
-    connect(b, a->qp_num);
+    const int gid_index = loopback_gid_index(ctx);
+    const int remote = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    connect_loopback(a, b->qp_num, gid_index, remote);
+    connect_loopback(b, a->qp_num, gid_index, remote);
   }
   ~Loopback() {
     ibv_destroy_qp(a);
@@ -54,39 +101,6 @@ struct Loopback {
     ibv_destroy_cq(cq_b);
     ibv_dealloc_pd(pd);
     ibv_close_device(ctx);
-  }
-
-  void connect(ibv_qp* qp, uint32_t dest) {
-    ibv_qp_attr at{};
-    at.qp_state = IBV_QPS_INIT;
-    at.port_num = 1;
-    at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-    at = {};
-    at.qp_state = IBV_QPS_RTR;
-    at.path_mtu = IBV_MTU_4096;
-    at.dest_qp_num = dest;
-    at.max_dest_rd_atomic = 1;
-    at.min_rnr_timer = 1;
-    at.ah_attr.is_global = 1;
-    at.ah_attr.port_num = 1;
-    at.ah_attr.grh.dgid.raw[10] = at.ah_attr.grh.dgid.raw[11] = 0xff;
-    inet_pton(AF_INET, "127.0.0.1", at.ah_attr.grh.dgid.raw + 12);
-    for (int i = 0; i < 16; ++i) {  // the loopback GID's index
-      ibv_gid g;
-      if (ibv_query_gid(ctx, 1, i, &g) == 0 && std::memcmp(&g, &at.ah_attr.grh.dgid, 16) == 0)
-        at.ah_attr.grh.sgid_index = static_cast<uint8_t>(i);
-    }
-    ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-    at = {};
-    at.qp_state = IBV_QPS_RTS;
-    at.timeout = 14;
-    at.retry_cnt = 7;
-    at.rnr_retry = 7;
-    at.max_rd_atomic = 1;
-    ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                               IBV_QP_MAX_QP_RD_ATOMIC);
   }
 
   void post_recv(uint32_t len) {

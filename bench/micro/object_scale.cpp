@@ -12,7 +12,6 @@
 // with the objects already there shows as a rising curve. Uses the public
 // verbs API only: the same binary measures any libibverbs.so.1
 // (LD_LIBRARY_PATH), ours before and after a change alike.
-#include <arpa/inet.h>
 #include <infiniband/verbs.h>
 #include <sys/mman.h>
 
@@ -23,6 +22,8 @@
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include "loopback.h"
 
 namespace {
 
@@ -59,17 +60,6 @@ double total_s(const std::vector<double>& us) {
   return s / 1e6;
 }
 
-int loopback_gid_index(ibv_context* ctx) {
-  ibv_gid want{};
-  want.raw[10] = want.raw[11] = 0xff;
-  inet_pton(AF_INET, "127.0.0.1", want.raw + 12);
-  for (int i = 0; i < 16; ++i) {
-    ibv_gid g;
-    if (ibv_query_gid(ctx, 1, i, &g) == 0 && std::memcmp(&g, &want, sizeof g) == 0) return i;
-  }
-  return 0;
-}
-
 int bench_mr(ibv_pd* pd, size_t n) {
   constexpr size_t kPage = 4096;
   void* mem = mmap(nullptr, n * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -96,39 +86,6 @@ int bench_mr(ibv_pd* pd, size_t n) {
   return 0;
 }
 
-void modify(ibv_qp* qp, ibv_qp_attr& a, int mask) {
-  if (ibv_modify_qp(qp, &a, mask)) die("ibv_modify_qp");
-}
-
-void connect(ibv_qp* qp, uint32_t dest, int gid_index) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-  modify(qp, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_4096;
-  a.dest_qp_num = dest;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 1;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.port_num = 1;
-  a.ah_attr.grh.sgid_index = static_cast<uint8_t>(gid_index);
-  a.ah_attr.grh.dgid.raw[10] = a.ah_attr.grh.dgid.raw[11] = 0xff;
-  inet_pton(AF_INET, "127.0.0.1", a.ah_attr.grh.dgid.raw + 12);
-  modify(qp, a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 1;
-  modify(qp, a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                    IBV_QP_MAX_QP_RD_ATOMIC);
-}
-
 int bench_qp(ibv_context* ctx, ibv_pd* pd, size_t n) {
   ibv_device_attr da{};
   if (ibv_query_device(ctx, &da)) die("ibv_query_device");
@@ -149,8 +106,9 @@ int bench_qp(ibv_context* ctx, ibv_pd* pd, size_t n) {
     if (!qps[i]) die("ibv_create_qp");
   }
   for (size_t i = 0; i + 1 < n; i += 2) {
-    connect(qps[i], qps[i + 1]->qp_num, gid_index);
-    connect(qps[i + 1], qps[i]->qp_num, gid_index);
+    if (connect_loopback(qps[i], qps[i + 1]->qp_num, gid_index, IBV_ACCESS_REMOTE_WRITE) ||
+        connect_loopback(qps[i + 1], qps[i]->qp_num, gid_index, IBV_ACCESS_REMOTE_WRITE))
+      die("ibv_modify_qp");
   }
   const double setup_s = us_between(t0, Clock::now()) / 1e6;
   std::vector<double> destroy(n);

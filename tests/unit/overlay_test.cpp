@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "shm/host.h"
+#include "anonymous_pages.h"
 #include "util/proc_maps.h"
 #include "util/vma_query.h"
 
@@ -20,12 +21,6 @@ namespace sv::shm {
 namespace {
 
 constexpr uint64_t kPage = 4096;
-
-uint64_t map_anonymous(uint64_t pages) {
-  void* m = mmap(nullptr, pages * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  EXPECT_NE(m, MAP_FAILED);
-  return reinterpret_cast<uint64_t>(m);
-}
 
 bool mapped_from_arena(Host& host, uint64_t addr) {
   for (const MapEntry& e : read_proc_maps())
@@ -124,7 +119,7 @@ TEST(Overlay, SharedMappingsAreNotOverlaid) {
 TEST(Overlay, MunmapInTheMiddleOfARegisteredRange) {
   Host* host = Host::get();
   ASSERT_NE(host, nullptr);
-  const uint64_t base = map_anonymous(4);
+  const uint64_t base = svtest::map_anonymous_pages(4);
   std::memset(reinterpret_cast<void*>(base), 'm', 4 * kPage);
   auto whole = host->overlays().pin(base, 4 * kPage);
   ASSERT_TRUE(whole);
@@ -160,7 +155,7 @@ TEST(Overlay, MunmapInTheMiddleOfARegisteredRange) {
 TEST(Overlay, RemapOfTheSameAddressWithADifferentFile) {
   Host* host = Host::get();
   ASSERT_NE(host, nullptr);
-  const uint64_t base = map_anonymous(1);
+  const uint64_t base = svtest::map_anonymous_pages(1);
   auto pin = host->overlays().pin(base, kPage);
   ASSERT_TRUE(pin);
   host->overlays().unpin(pin->page);
@@ -192,7 +187,7 @@ TEST(Overlay, RemapOfTheSameAddressWithADifferentFile) {
 TEST(Overlay, AdjacentMappingsKeepTheirProtections) {
   Host* host = Host::get();
   ASSERT_NE(host, nullptr);
-  const uint64_t base = map_anonymous(3);
+  const uint64_t base = svtest::map_anonymous_pages(3);
   std::memset(reinterpret_cast<void*>(base), 'p', 3 * kPage);
   ASSERT_EQ(mprotect(reinterpret_cast<void*>(base + kPage), kPage, PROT_READ), 0);
   auto pin = host->overlays().pin(base + 100, 3 * kPage - 200);
@@ -214,7 +209,7 @@ TEST(Overlay, ThousandsOfSinglePageRegistrations) {
   Host* host = Host::get();
   ASSERT_NE(host, nullptr);
   constexpr uint64_t kCount = 2000;
-  const uint64_t base = map_anonymous(kCount);
+  const uint64_t base = svtest::map_anonymous_pages(kCount);
   std::vector<OverlayMap::Pin> pins;
   for (uint64_t i = 0; i < kCount; ++i) {
     reinterpret_cast<volatile uint64_t*>(base + i * kPage)[0] = i;

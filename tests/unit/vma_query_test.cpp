@@ -12,18 +12,13 @@
 #include <cstring>
 
 #include "sanitizers.h"
+#include "anonymous_pages.h"
 #include "util/proc_maps.h"
 
 namespace sv {
 namespace {
 
 constexpr uint64_t kPage = 4096;
-
-uint64_t map_pages(uint64_t n) {
-  void* m = mmap(nullptr, n * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  EXPECT_NE(m, MAP_FAILED);
-  return reinterpret_cast<uint64_t>(m);
-}
 
 void* at(uint64_t addr) { return reinterpret_cast<void*>(addr); }
 
@@ -53,7 +48,7 @@ void expect_same(const std::vector<MapEntry>& got, const std::vector<MapEntry>& 
 TEST(VmaQuery, AdjacentMappingsWithTheirOwnProtections) {
   // Between two PROT_NONE guards: the kernel would merge the outer pages
   // with neighbouring anonymous memory of the same protection.
-  const uint64_t guarded = map_pages(5), base = guarded + kPage;
+  const uint64_t guarded = svtest::map_anonymous_pages(5), base = guarded + kPage;
   ASSERT_EQ(mprotect(at(guarded), kPage, PROT_NONE), 0);
   ASSERT_EQ(mprotect(at(guarded + 4 * kPage), kPage, PROT_NONE), 0);
   ASSERT_EQ(mprotect(at(base + kPage), kPage, PROT_READ), 0);
@@ -75,7 +70,7 @@ TEST(VmaQuery, AdjacentMappingsWithTheirOwnProtections) {
 }
 
 TEST(VmaQuery, UnmappedInTheMiddleIsAGap) {
-  const uint64_t base = map_pages(3);
+  const uint64_t base = svtest::map_anonymous_pages(3);
   ASSERT_EQ(munmap(at(base + kPage), kPage), 0);
   auto got = mappings_over(base, base + 3 * kPage);
   ASSERT_EQ(got.size(), 2u);
@@ -88,7 +83,7 @@ TEST(VmaQuery, UnmappedInTheMiddleIsAGap) {
 }
 
 TEST(VmaQuery, RemappedWithAFileAtTheSameAddress) {
-  const uint64_t base = map_pages(2);
+  const uint64_t base = svtest::map_anonymous_pages(2);
   auto before = mappings_over(base, base + kPage);
   ASSERT_EQ(before.size(), 1u);
   EXPECT_FALSE(before[0].shared);
@@ -126,7 +121,7 @@ TEST(VmaQuery, NamesAndNoNames) {
 // of /proc/self/maps keeps describing the process that opened it).
 TEST(VmaQuery, AForkChildSeesItsOwnMappings) {
   SV_SKIP_IF_FORK_UNSUPPORTED();
-  const uint64_t base = map_pages(1);
+  const uint64_t base = svtest::map_anonymous_pages(1);
   ASSERT_EQ(mappings_over(base, base + kPage).size(), 1u);  // the parent's descriptor is open
   pid_t child = fork();
   if (child == 0) {

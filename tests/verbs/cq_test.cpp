@@ -762,12 +762,7 @@ TEST(CqAttention, APollAndAResetOfTheFlaggedQpNeverWaitForEachOther) {
     EXPECT_EQ(s[0].status, IBV_WC_REM_ACCESS_ERR);
     // Both to RESET (b's while the poller may be handling its flag), and
     // connected again.
-    ibv_qp_attr reset{};
-    reset.qp_state = IBV_QPS_RESET;
-    ASSERT_EQ(ibv_modify_qp(p.b, &reset, IBV_QP_STATE), 0);
-    ASSERT_EQ(ibv_modify_qp(p.a, &reset, IBV_QP_STATE), 0);
-    ASSERT_EQ(connect_qp(p.a, p.b->qp_num), 0);
-    ASSERT_EQ(connect_qp(p.b, p.a->qp_num), 0);
+    ASSERT_EQ(reset_and_reconnect(p), 0);
   }
   stop = true;
   poller.join();

@@ -436,15 +436,6 @@ TEST(MrRereg, ChangePd) {
 // after both QPs are reset and brought back, the MR works with its keys.
 namespace {
 
-void reset_and_reconnect(QpPair& p) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_RESET;
-  ASSERT_EQ(ibv_modify_qp(p.a, &a, IBV_QP_STATE), 0);
-  ASSERT_EQ(ibv_modify_qp(p.b, &a, IBV_QP_STATE), 0);
-  ASSERT_EQ(connect_qp(p.a, p.b->qp_num), 0);
-  ASSERT_EQ(connect_qp(p.b, p.a->qp_num), 0);
-}
-
 // a SENDs 64 bytes into the receive b had posted at (addr, lkey): the two
 // completion statuses.
 std::pair<ibv_wc_status, ibv_wc_status> send_into(QpPair& p, uint64_t addr, uint32_t lkey) {
@@ -480,7 +471,7 @@ TEST(MrRereg, KeysStayAndAReceivePostedBeforeTheMoveFails) {
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(s[0].status, IBV_WC_REM_OP_ERR) << ibv_wc_status_str(s[0].status);
   EXPECT_EQ(r[0].status, IBV_WC_LOC_PROT_ERR) << ibv_wc_status_str(r[0].status);
-  reset_and_reconnect(p);
+  ASSERT_EQ(reset_and_reconnect(p), 0);
   auto [sent, received] = send_into(p, reinterpret_cast<uint64_t>(b2.data()), lkey);
   EXPECT_EQ(sent, IBV_WC_SUCCESS);
   EXPECT_EQ(received, IBV_WC_SUCCESS);
@@ -501,7 +492,7 @@ TEST(MrRereg, ChangingPdAwayFromTheQpsFailsItsReceivesUntilChangedBack) {
   ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd2, nullptr, 0, 0), 0);
   EXPECT_EQ(mr->lkey, lkey);
   EXPECT_EQ(send_into(p, at, lkey), std::make_pair(IBV_WC_REM_OP_ERR, IBV_WC_LOC_PROT_ERR));
-  reset_and_reconnect(p);
+  ASSERT_EQ(reset_and_reconnect(p), 0);
   ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, dev.pd, nullptr, 0, 0), 0);
   EXPECT_EQ(send_into(p, at, lkey), std::make_pair(IBV_WC_SUCCESS, IBV_WC_SUCCESS));
   // Re-registered into pd2 again, then pd2 cannot go while the MR is in it.

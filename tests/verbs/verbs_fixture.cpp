@@ -80,6 +80,15 @@ int connect_qp(ibv_qp* qp, uint32_t dest_qpn, uint32_t qkey) {
   return to_rts(qp);
 }
 
+int reset_and_reconnect(QpPair& p) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RESET;
+  if (int e = ibv_modify_qp(p.a, &a, IBV_QP_STATE)) return e;
+  if (int e = ibv_modify_qp(p.b, &a, IBV_QP_STATE)) return e;
+  if (int e = connect_qp(p.a, p.b->qp_num)) return e;
+  return connect_qp(p.b, p.a->qp_num);
+}
+
 ibv_wc_status post_and_wait(ibv_qp* qp, ibv_cq* cq, ibv_send_wr wr) {
   wr.next = nullptr;
   ibv_send_wr* bad;

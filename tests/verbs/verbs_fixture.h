@@ -71,6 +71,11 @@ struct QpPair {
 
 ibv_ah* make_ah(ibv_pd* pd, int gid_index);
 
+// Both QPs of an RC pair to RESET (a, then b) and connected again, as a
+// program brings QPs back after an error: 0, or the errno of the first
+// step that failed.
+int reset_and_reconnect(QpPair& p);
+
 // An RDMA WRITE of `sges` (which must outlive the WR) to `remote_addr`
 // under `rkey`, signaled unless told otherwise.
 inline ibv_send_wr write_wr(ibv_sge* sges, int num_sge, uint64_t remote_addr, uint32_t rkey,
