@@ -50,7 +50,7 @@ check "no file outside /usr" test -z "$(grep -v '^\./usr/' <<<"$contents" | grep
 check "nothing in the system's library directories" test -z "$(grep -E "^\./usr/lib/$multiarch/[^/]+$" <<<"$contents")"
 # What the runtime needs (dpkg-shlibdeps): the C++ runtime, ISA-L (CRC),
 # libbpf (the service); never Debian's own verbs libraries, which ours stand in for.
-for dep in libc6 libstdc++6 libisal2 libbpf1; do check "Depends names $dep" grep -q "\b$dep\b" <<<"$depends"; done
+for dep in libc6 libstdc++6 libisal2 libbpf1 liburing2; do check "Depends names $dep" grep -q "\b$dep\b" <<<"$depends"; done
 check "Depends names neither libibverbs1 nor librdmacm1" test -z "$(grep -oE 'libibverbs1|librdmacm1' <<<"$depends")"
 
 # --- A root of our own: the machine's root, with a tmpfs on top.
