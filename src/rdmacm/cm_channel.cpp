@@ -49,7 +49,16 @@ void dispatch(uint64_t key) {
     case WatchKind::kListenMailbox: on_listen_mailbox_readable(watch.id); break;
     case WatchKind::kRetryTimer: on_retry_timer(watch.id); break;
     case WatchKind::kListenerWait: on_listener_wait_timer(watch.id); break;
+    case WatchKind::kProcessMailbox: on_process_mailbox_readable(); break;
+    case WatchKind::kRetryTimers: on_retry_timers(); break;
+    case WatchKind::kLink: on_link_readable(static_cast<Link*>(watch.object)); break;
   }
+}
+
+// Every shared watch with a channel, so a destroyed channel leaves them.
+PrivateVector<SharedWatch*>& shared_watches() {
+  static auto* list = new_private<PrivateVector<SharedWatch*>>();
+  return *list;
 }
 
 // Turns what is readable on the channel into events. `timeout_ms` as for
@@ -107,6 +116,7 @@ void channel_free(Channel* ch) {
 
 void channel_destroy(Channel* ch) {
   CmLock lock(cm_mutex());
+  shared_watches_forget(ch);
   for (auto it = watches().begin(); it != watches().end();) {
     if (it->second.channel == ch) it = watches().erase(it);
     else ++it;
@@ -144,6 +154,40 @@ void watch_remove_and_close(uint64_t& key) {
   int fd = it != watches().end() ? it->second.fd : -1;
   watch_remove(key);
   if (fd >= 0) close(fd);
+}
+
+void SharedWatch::attach(Channel* ch) {
+  auto [it, added] = channels.try_emplace(ch, 0u, uint64_t{0});
+  if (added) {
+    it->second.second = watch_add(ch, kind, fd, nullptr);
+    if (auto w = watches().find(it->second.second); w != watches().end()) w->second.object = object;
+    if (channels.size() == 1) shared_watches().push_back(this);
+  }
+  ++it->second.first;
+}
+
+void SharedWatch::detach(Channel* ch) {
+  auto it = channels.find(ch);
+  if (it == channels.end()) return;
+  if (--it->second.first) return;
+  watch_remove(it->second.second);
+  channels.erase(it);
+  if (channels.empty()) std::erase(shared_watches(), this);
+}
+
+void SharedWatch::detach_all() {
+  for (auto& [ch, use] : channels) watch_remove(use.second);
+  if (!channels.empty()) std::erase(shared_watches(), this);
+  channels.clear();
+}
+
+void shared_watches_forget(Channel* ch) {
+  for (SharedWatch* shared : PrivateVector<SharedWatch*>(shared_watches())) {
+    auto it = shared->channels.find(ch);
+    if (it == shared->channels.end()) continue;
+    it->second.first = 1;
+    shared->detach(ch);
+  }
 }
 
 void watch_move(Id* id, Channel* from, Channel* to) {

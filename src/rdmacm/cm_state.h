@@ -58,13 +58,36 @@ struct Channel : PrivateHeapObject {
 };
 
 // What an fd in a channel's epoll set stands for.
-enum class WatchKind { kReady, kListener, kIncoming, kConnection, kMailbox, kListenMailbox, kRetryTimer, kListenerWait };
+enum class WatchKind {
+  kReady, kListener, kIncoming, kConnection, kMailbox, kListenMailbox, kRetryTimer, kListenerWait,
+  kProcessMailbox, kRetryTimers, kLink,  // shared by ids of any channel (SharedWatch)
+};
 
 struct Watch {
   WatchKind kind;
   int fd;
   Id* id;  // the listener for Incoming
   Channel* channel;
+  void* object = nullptr;  // a shared watch's: what it serves (a Link, ...)
+};
+
+// A descriptor that serves ids of any channel, so that a process needs no
+// fd per id: its CM mailbox and retry timer (cm_network.cpp), a rendezvous
+// link to another process (cm_link.cpp). It sits in the epoll set of each
+// channel that has an id using it, for as long as that channel has one;
+// whichever channel's pump finds it readable reads it and queues the
+// events on their ids' own channels.
+struct SharedWatch {
+  WatchKind kind{};
+  int fd = -1;
+  void* object = nullptr;
+  // Per channel: ids using it there, and the watch's key in that channel.
+  PrivateMap<Channel*, std::pair<unsigned, uint64_t>> channels;
+
+  void attach(Channel* ch);
+  void detach(Channel* ch);
+  // Removes it from every channel (before its fd closes).
+  void detach_all();
 };
 
 struct Multicast {
@@ -175,6 +198,8 @@ uint64_t watch_add(Channel* ch, WatchKind kind, int fd, Id* id);
 void watch_remove(uint64_t& key);
 // The same, and closes the fd (a socket nobody else owns).
 void watch_remove_and_close(uint64_t& key);
+// Drops a destroyed channel from every shared watch.
+void shared_watches_forget(Channel* ch);
 // Moves an id's watches and queued events to another channel.
 void watch_move(Id* id, Channel* from, Channel* to);
 // Drops the queued (not yet retrieved) events of `id`.
@@ -197,6 +222,13 @@ Id* on_request(Id* listener, int fd, const WireMessage& msg);
 void on_mailbox_readable(Id* id);
 void on_listen_mailbox_readable(Id* listener);
 void on_retry_timer(Id* id);
+// The process's own mailbox (every id's MADs) and its retry timer.
+void on_process_mailbox_readable();
+void on_retry_timers();
+
+// --- links to other processes of this host (cm_link.cpp) ---
+struct Link;
+void on_link_readable(Link* link);
 
 // --- connecting to a listener of this host (cm_connect.cpp) ---
 // Connects id->sock to the listener that owns the destination; 0, or -1
