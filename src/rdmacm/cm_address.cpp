@@ -18,6 +18,7 @@
 #include "cm_state.h"
 #include "ibcm/gsi_mailbox.h"
 #include "util/kernel_socket.h"
+#include "util/private_heap.h"
 #include "util/unix_socket_address.h"
 
 namespace sv::rdmacm {
@@ -125,7 +126,20 @@ std::vector<std::string> listener_names(rdma_port_space ps, const sockaddr* dst)
 
 sockaddr_un unix_name(const std::string& name, socklen_t* len) { return sv::abstract_unix_address(name, len); }
 
-int bind_id(Id* id, const sockaddr* addr) {
+namespace {
+
+// The ports this process picked for ids bound implicitly (by
+// rdma_resolve_addr): by port space and port, so no two of its ids share one.
+PrivateSet<uint32_t>& implicit_ports() {
+  static auto* set = new_private<PrivateSet<uint32_t>>();
+  return *set;
+}
+
+uint32_t port_key(const Id* id, uint16_t port) { return (uint32_t{static_cast<uint16_t>(id->pub.ps)} << 16) | port; }
+
+}  // namespace
+
+int bind_id(Id* id, const sockaddr* addr, bool implicit) {
   if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) return fail(EAFNOSUPPORT);
   Device* device = nullptr;
   int gid_index = 0;
@@ -140,30 +154,45 @@ int bind_id(Id* id, const sockaddr* addr) {
   sockaddr_storage local{};
   std::memcpy(&local, addr, address_length(addr));
   auto* local_addr = reinterpret_cast<sockaddr*>(&local);
-  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
   const bool pick_port = address_port(addr) == 0;
-  int rc = -1;
-  for (int attempt = 0; attempt < (pick_port ? 200 : 1); ++attempt) {
-    if (pick_port) set_address_port(local_addr, ephemeral_port());
-    rc = try_bind(fd, bound_name(id, local_addr));
-    if (rc == 0 || errno != EADDRINUSE) break;
-  }
-  if (rc != 0) {
-    // SO_REUSEADDR semantics: another id may hold the port; a listener
-    // claims the name again in rdma_listen.
-    if (!(id->reuseaddr && errno == EADDRINUSE)) {
-      int err = errno;
-      close(fd);
-      return fail(err);
+  if (pick_port && implicit) {
+    // The source port of an id that connects: no other process needs to
+    // see it taken (its messages are told apart by link or communication
+    // ID, never by port), so it costs no socket; it is claimed host-wide
+    // only if the id listens after all (claim_port_name).
+    uint16_t port = 0;
+    for (int attempt = 0; attempt < 200 && !port; ++attempt) {
+      port = ephemeral_port();
+      if (!implicit_ports().insert(port_key(id, port)).second) port = 0;
     }
+    if (!port) return fail(EADDRINUSE);
+    set_address_port(local_addr, port);
+    id->ephemeral = true;
   } else {
-    id->sock = fd;
-    fd = -1;
-  }
-  if (fd >= 0) {
-    close(fd);
-    id->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    int rc = -1;
+    for (int attempt = 0; attempt < (pick_port ? 200 : 1); ++attempt) {
+      if (pick_port) set_address_port(local_addr, ephemeral_port());
+      rc = try_bind(fd, bound_name(id, local_addr));
+      if (rc == 0 || errno != EADDRINUSE) break;
+    }
+    if (rc != 0) {
+      // SO_REUSEADDR semantics: another id may hold the port; a listener
+      // claims the name again in rdma_listen.
+      if (!(id->reuseaddr && errno == EADDRINUSE)) {
+        int err = errno;
+        close(fd);
+        return fail(err);
+      }
+    } else {
+      id->sock = fd;
+      fd = -1;
+    }
+    if (fd >= 0) {
+      close(fd);
+      id->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    }
   }
 
   std::memcpy(&id->pub.route.addr.src_storage, &local, sizeof local);
@@ -179,6 +208,38 @@ int bind_id(Id* id, const sockaddr* addr) {
   }
   set_state(id, IdState::kAddrBound, "address bound");
   return 0;
+}
+
+int claim_port_name(Id* id) {
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  auto* local = &id->pub.route.addr.src_addr;
+  int rc = -1;
+  const int attempts = id->ephemeral ? 200 : 1;
+  for (int attempt = 0; attempt < attempts; ++attempt) {
+    if (attempt) {  // the port this process picked is another's: pick again
+      release_port(id);
+      uint16_t port = ephemeral_port();
+      if (!implicit_ports().insert(port_key(id, port)).second) continue;
+      set_address_port(local, port);
+      id->ephemeral = true;
+    }
+    rc = try_bind(fd, bound_name(id, local));
+    if (rc == 0 || errno != EADDRINUSE) break;
+  }
+  if (rc != 0) {
+    const int err = errno;
+    close(fd);
+    return fail(err);
+  }
+  id->sock = fd;
+  return 0;
+}
+
+void release_port(Id* id) {
+  if (!id->ephemeral) return;
+  implicit_ports().erase(port_key(id, address_port(&id->pub.route.addr.src_addr)));
+  id->ephemeral = false;
 }
 
 }  // namespace sv::rdmacm
@@ -222,7 +283,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_resolve_addr(struct rdma_cm_id* cm_i
         sin->sin_family = AF_INET;
         sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
       }
-      if (bind_id(id, reinterpret_cast<sockaddr*>(&src)) != 0) return -1;
+      if (bind_id(id, reinterpret_cast<sockaddr*>(&src), /*implicit=*/true) != 0) return -1;
     }
     if (!id->device) {
       // Bound to a wildcard: the route picks the device; to a loopback

@@ -1,6 +1,7 @@
 // Socket-address helpers and the names of the rendezvous sockets.
 //
-// A bound rdma_cm_id holds an abstract-namespace unix socket named
+// A listener (and an id bound with rdma_bind_addr) holds an
+// abstract-namespace unix socket named
 //   @softverbs-<domain>-cm-<ps>-<address>:<port>
 // (address "0.0.0.0", "[::]", "*" for a dual-stack IPv6 wildcard, or the
 // bound address). Holding the name reserves the port for its port space;
@@ -40,7 +41,14 @@ int try_bind(int fd, const std::string& name);
 
 // Binds the id to `addr` (port 0: an ephemeral port, written back into the
 // id's source address); sets up device, PD and GID when the address is not
-// a wildcard. 0, or -1 with errno.
-int bind_id(Id* id, const sockaddr* addr);
+// a wildcard. 0, or -1 with errno. `implicit`: bound by rdma_resolve_addr,
+// so an ephemeral port is held by this process only, without a socket.
+int bind_id(Id* id, const sockaddr* addr, bool implicit = false);
+// A listener whose port is not held host-wide yet (implicit, or
+// SO_REUSEADDR) takes its name now; an implicit port already taken by
+// another process is picked again. 0, or -1 with errno.
+int claim_port_name(Id* id);
+// At destroy: an implicit port goes back.
+void release_port(Id* id);
 
 }  // namespace sv::rdmacm

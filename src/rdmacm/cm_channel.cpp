@@ -43,15 +43,13 @@ void dispatch(uint64_t key) {
   switch (watch.kind) {
     case WatchKind::kReady: break;
     case WatchKind::kListener: on_listener_readable(watch.id); break;
-    case WatchKind::kIncoming: on_incoming_readable(key, watch); break;
-    case WatchKind::kConnection: on_connection_readable(watch.id); break;
     case WatchKind::kMailbox: on_mailbox_readable(watch.id); break;
     case WatchKind::kListenMailbox: on_listen_mailbox_readable(watch.id); break;
     case WatchKind::kRetryTimer: on_retry_timer(watch.id); break;
     case WatchKind::kListenerWait: on_listener_wait_timer(watch.id); break;
     case WatchKind::kProcessMailbox: on_process_mailbox_readable(); break;
     case WatchKind::kRetryTimers: on_retry_timers(); break;
-    case WatchKind::kLink: on_link_readable(static_cast<Link*>(watch.object)); break;
+    case WatchKind::kLink: on_link_readable(static_cast<CmLink*>(watch.object)); break;
   }
 }
 
@@ -160,7 +158,15 @@ void SharedWatch::attach(Channel* ch) {
   auto [it, added] = channels.try_emplace(ch, 0u, uint64_t{0});
   if (added) {
     it->second.second = watch_add(ch, kind, fd, nullptr);
-    if (auto w = watches().find(it->second.second); w != watches().end()) w->second.object = object;
+    if (auto w = watches().find(it->second.second); w != watches().end()) {
+      w->second.object = object;
+      if (events != EPOLLIN) {
+        epoll_event ev{};
+        ev.events = events;
+        ev.data.u64 = it->second.second;
+        epoll_ctl(ch->pub.fd, EPOLL_CTL_MOD, fd, &ev);
+      }
+    }
     if (channels.size() == 1) shared_watches().push_back(this);
   }
   ++it->second.first;

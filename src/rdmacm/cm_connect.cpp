@@ -15,6 +15,7 @@
 #include "cm_address.h"
 #include "cm_device.h"
 #include "cm_host_service.h"
+#include "cm_link.h"
 #include "cm_network.h"
 #include "cm_protocol.h"
 #include "cm_qp.h"
@@ -46,23 +47,6 @@ bool valid_param(const Id* id, const rdma_conn_param* param) {
 }
 
 }  // namespace
-
-// Tries the listeners that could own `dst`, most specific first.
-int connect_to_listener(Id* id) {
-  for (const std::string& name : listener_names(id->pub.ps, &id->pub.route.addr.dst_addr)) {
-    socklen_t len;
-    sockaddr_un un = unix_name(name, &len);
-    if (connect(id->sock, reinterpret_cast<sockaddr*>(&un), len) == 0) {
-      if (sv::is_trusted_uid(sv::peer_uid(id->sock))) return 0;
-      // Another user holds the name (squatting it): not a listener of ours.
-      errno = ECONNREFUSED;
-      return -1;
-    }
-    if (errno != ECONNREFUSED && errno != ENOENT) return -1;
-  }
-  errno = ECONNREFUSED;
-  return -1;
-}
 
 // A REQ (or SIDR REQ) nobody on this host will answer.
 void reject_unanswered(Id* id) {
@@ -105,8 +89,10 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_listen(struct rdma_cm_id* cm_id, int
     }
     if (id->state != IdState::kAddrBound) return fail(EINVAL);
     (void)backlog;  // unix sockets queue up to kListenBacklog; the kernel CM has no hard limit
+    // An ephemeral port, or one bound without holding the name
+    // (SO_REUSEADDR): the listener claims the name now.
+    if (id->sock < 0 && claim_port_name(id) != 0) return -1;
     if (listen(id->sock, kListenBacklog) != 0) {
-      // Bound without holding the name (SO_REUSEADDR): claim it now.
       socklen_t len;
       sockaddr_un un = unix_name(bound_name(id, &id->pub.route.addr.src_addr), &len);
       if (bind(id->sock, reinterpret_cast<sockaddr*>(&un), len) != 0) return -1;
@@ -190,11 +176,12 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_connect(struct rdma_cm_id* cm_id,
     id->connect_data.clear();
 
     set_state(id, IdState::kConnectSent, "rdma_connect");
+    id->waiting_req = msg;
     // Another host, or with a host service another user of this one (no
     // listener of ours has the port): the REQ goes to its QP1
     // (cm_network.cpp), through the service.
     bool to_qp1 = is_remote(id), refused = false;
-    if (!to_qp1 && connect_to_listener(id) != 0) {
+    if (!to_qp1 && link_connect(id) != 0) {
       refused = true;
       const bool ours_later = errno == ECONNREFUSED && listener_port_held(id);
       if (errno == ECONNREFUSED && !ours_later && host_service_runs()) to_qp1 = true, refused = false;
@@ -214,8 +201,6 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_connect(struct rdma_cm_id* cm_id,
       // (waiting for our listener, or rejected)
     } else if (send_message(id, msg) != 0) {
       reject_unanswered(id);
-    } else {
-      id->sock_watch = watch_add(channel_of(id->pub.channel), WatchKind::kConnection, id->sock, id);
     }
     lock.unlock();
     return complete_sync(id);

@@ -13,6 +13,7 @@
 #include "cm_address.h"
 #include "cm_network.h"
 #include "cm_state.h"
+#include "cm_link.h"
 #include "util/raw_enum.h"
 
 namespace sv::rdmacm {
@@ -107,13 +108,12 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_destroy_id(struct rdma_cm_id* cm_id)
     drop_queued_events(id);
     net_close(id);
     stop_waiting_for_listener(id);
+    link_close(id);
+    link_listener_gone(id);
     watch_remove(id->sock_watch);
     if (id->sock >= 0) close(id->sock);
     id->sock = -1;
-    for (uint64_t key : id->incoming) {
-      // Connections accepted by a listener but without a REQ yet.
-      watch_remove_and_close(key);
-    }
+    release_port(id);
     wait_for_acks(id, lock);
     std::free(id->pub.route.path_rec);
     delete id->listen_qp_attr;
@@ -136,6 +136,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_migrate_id(struct rdma_cm_id* cm_id,
     Channel* from = channel_of(id->pub.channel);
     if (to == from) return 0;
     watch_move(id, from, to);
+    link_migrate(id, from, to);
     const bool was_sync = id->sync;
     // The last event of a synchronous id is kept in id->event until the
     // next call (complete_sync); leaving synchronous mode acks it, as

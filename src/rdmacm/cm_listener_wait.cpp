@@ -14,6 +14,7 @@
 #include <cerrno>
 
 #include "cm_address.h"
+#include "cm_link.h"
 #include "cm_protocol.h"
 #include "cm_state.h"
 #include "util/clock.h"
@@ -71,13 +72,9 @@ void on_listener_wait_timer(Id* id) {
     stop_waiting_for_listener(id);
     return;
   }
-  if (connect_to_listener(id) == 0) {
+  if (link_connect(id) == 0) {
     stop_waiting_for_listener(id);
-    if (send_message(id, id->waiting_req) != 0) {
-      reject_unanswered(id);
-      return;
-    }
-    id->sock_watch = watch_add(channel_of(id->pub.channel), WatchKind::kConnection, id->sock, id);
+    if (send_message(id, id->waiting_req) != 0) reject_unanswered(id);
     return;
   }
   // Still bound and within the deadline: wait on; else as for no listener.

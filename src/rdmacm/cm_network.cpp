@@ -634,7 +634,7 @@ void on_listen_mailbox_readable(Id* listener) {
     if (listener->state != IdState::kListening) continue;
     auto msg = message_from_mad(mad, from);
     if (!msg) continue;
-    Id* child = on_request(listener, -1, *msg);
+    Id* child = on_request(listener, nullptr, *msg);
     if (!child) continue;
     NetLink& n = child->net;
     n.active = true;
@@ -649,5 +649,9 @@ void on_listen_mailbox_readable(Id* listener) {
       set_state(child, IdState::kFailed, "no mailbox for the new id");  // rdma_accept will report it
   }
 }
+
+// (until the process mailbox lands: no shared network watches yet)
+void on_process_mailbox_readable() {}
+void on_retry_timers() {}
 
 }  // namespace sv::rdmacm

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "cm_address.h"
+#include "cm_link.h"
 #include "cm_device.h"
 #include "cm_network.h"
 #include "cm_protocol.h"
@@ -62,16 +63,12 @@ ibv_ah_attr ah_to_peer(const Id* id) {
 }  // namespace
 
 // A new connection's first message: the child id and CONNECT_REQUEST.
-Id* on_request(Id* listener, int fd, const WireMessage& msg) {
+Id* on_request(Id* listener, CmLink* link, const WireMessage& msg) {
   const bool ud = msg.type == MessageType::kSidrReq;
   Channel* listen_channel = channel_of(listener->pub.channel);
   Id* child = id_create(listen_channel, listener->pub.context, listener->pub.ps,
                         listener->pub.qp_type, false);
-  if (!child) {
-    if (fd >= 0) close(fd);
-    return nullptr;
-  }
-  child->sock = fd;
+  if (!child) return nullptr;  // (the peer's REQ is answered by its retries or its timeout)
   std::memcpy(&child->pub.route.addr.src_storage, &msg.receiver_addr, sizeof msg.receiver_addr);
   std::memcpy(&child->pub.route.addr.dst_storage, &msg.sender_addr, sizeof msg.sender_addr);
   Device* device = nullptr;
@@ -128,7 +125,7 @@ Id* on_request(Id* listener, int fd, const WireMessage& msg) {
       child->sync = true;
     }
   }
-  if (fd >= 0) child->sock_watch = watch_add(channel_of(child->pub.channel), WatchKind::kConnection, fd, child);
+  if (link) link_join(child, link, msg.sender_ref);
   return child;
 }
 
@@ -196,8 +193,10 @@ void on_disconnect_request(Id* id) {
   queue_event(id, RDMA_CM_EVENT_DISCONNECTED, 0);
 }
 
-// The peer closed its end: it disconnected by destroying its id, or its
-// process died (the kernel closes a dead process's sockets).
+}  // namespace
+
+// The peer destroyed its id, or its process died (the kernel closed its
+// end of the link).
 void on_peer_gone(Id* id) {
   stop_watching(id);
   switch (id->state) {
@@ -221,8 +220,6 @@ void on_peer_gone(Id* id) {
       break;
   }
 }
-
-}  // namespace
 
 void handle(Id* id, const WireMessage& msg) {
   switch (msg.type) {
@@ -253,18 +250,6 @@ void handle(Id* id, const WireMessage& msg) {
   }
 }
 
-namespace {
-
-// Reads one message; 1 on a message, 0 when nothing is there, -1 at EOF.
-int receive(int fd, WireMessage* msg) {
-  ssize_t n = recv(fd, msg, sizeof *msg, MSG_DONTWAIT);
-  if (n < 0) return (errno == EAGAIN || errno == EINTR) ? 0 : -1;
-  if (n == 0) return -1;
-  if (static_cast<size_t>(n) != sizeof *msg || msg->magic != WireMessage::kMagic) return 0;
-  return 1;
-}
-
-}  // namespace
 
 uint32_t random_psn() {
   static std::mt19937 rng{std::random_device{}()};
@@ -293,15 +278,10 @@ void set_private_data(WireMessage& msg, const void* data, uint8_t len) {
 
 int send_message(Id* id, const WireMessage& msg) {
   if (id->net.active) return net_send(id, msg);
-  if (id->sock < 0) {
-    errno = ENOTCONN;
-    return -1;
-  }
-  ssize_t n = send(id->sock, &msg, sizeof msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-  return n == static_cast<ssize_t>(sizeof msg) ? 0 : -1;
+  return link_send(id, msg);
 }
 
-void stop_watching(Id* id) { watch_remove(id->sock_watch); }
+void stop_watching(Id* id) { link_leave(id); }
 
 void fill_route(Id* id) {
   ibv_sa_path_rec* path = id->pub.route.path_rec;
@@ -327,54 +307,6 @@ void fill_route(Id* id) {
   id->pub.route.num_paths = 1;
 }
 
-void on_listener_readable(Id* listener) {
-  for (;;) {
-    int fd = accept4(listener->sock, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;
-    // The rendezvous name is abstract: any user can connect to it. Only our
-    // own processes are connections to take (another user's would be forged).
-    if (!sv::is_trusted_uid(sv::peer_uid(fd))) {
-      close(fd);
-      continue;
-    }
-    uint64_t key = watch_add(channel_of(listener->pub.channel), WatchKind::kIncoming, fd, listener);
-    if (!key) {
-      close(fd);
-      continue;
-    }
-    listener->incoming.push_back(key);
-  }
-}
-
-void on_incoming_readable(uint64_t key, Watch& watch) {
-  WireMessage msg;
-  const int fd = watch.fd;
-  Id* listener = watch.id;
-  int got = receive(fd, &msg);
-  if (got == 0) return;
-  std::erase(listener->incoming, key);
-  uint64_t doomed = key;
-  watch_remove(doomed);  // `watch` is gone from here on
-  const bool request = got > 0 && (msg.type == MessageType::kReq || msg.type == MessageType::kSidrReq);
-  if (!request || listener->state != IdState::kListening) {
-    close(fd);
-    return;
-  }
-  on_request(listener, fd, msg);
-}
-
-void on_connection_readable(Id* id) {
-  WireMessage msg;
-  for (;;) {
-    if (!id->sock_watch) return;  // a handler stopped watching
-    int got = receive(id->sock, &msg);
-    if (got == 0) return;
-    if (got < 0) {
-      on_peer_gone(id);
-      return;
-    }
-    handle(id, msg);
-  }
-}
+void on_listener_readable(Id* listener) { link_accept(listener); }
 
 }  // namespace sv::rdmacm

@@ -14,7 +14,7 @@ WireMessage message_from(const Id* id, MessageType type);
 void set_private_data(WireMessage& msg, const void* data, uint8_t len);
 // A fresh 24-bit starting PSN.
 uint32_t random_psn();
-// Stops watching the id's connection socket (it has nothing more to say).
+// The id has nothing more to hear from its peer: it leaves its link.
 void stop_watching(Id* id);
 // Fills the path record from the id's addresses and device.
 void fill_route(Id* id);

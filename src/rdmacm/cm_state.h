@@ -37,6 +37,7 @@ namespace sv::rdmacm {
 
 struct Id;
 struct Device;
+struct CmLink;
 
 // An event handed to the user; `pub` first so the user's pointer is ours.
 struct Event : PrivateHeapObject {
@@ -59,7 +60,7 @@ struct Channel : PrivateHeapObject {
 
 // What an fd in a channel's epoll set stands for.
 enum class WatchKind {
-  kReady, kListener, kIncoming, kConnection, kMailbox, kListenMailbox, kRetryTimer, kListenerWait,
+  kReady, kListener, kMailbox, kListenMailbox, kRetryTimer, kListenerWait,
   kProcessMailbox, kRetryTimers, kLink,  // shared by ids of any channel (SharedWatch)
 };
 
@@ -68,7 +69,7 @@ struct Watch {
   int fd;
   Id* id;  // the listener for Incoming
   Channel* channel;
-  void* object = nullptr;  // a shared watch's: what it serves (a Link, ...)
+  void* object = nullptr;  // a shared watch's: what it serves (a CmLink, ...)
 };
 
 // A descriptor that serves ids of any channel, so that a process needs no
@@ -84,8 +85,12 @@ struct SharedWatch {
   // Per channel: ids using it there, and the watch's key in that channel.
   PrivateMap<Channel*, std::pair<unsigned, uint64_t>> channels;
 
+  uint32_t events = 0x001;  // EPOLLIN, and EPOLLOUT while a link's outbox waits
+
   void attach(Channel* ch);
   void detach(Channel* ch);
+  // Changes what it waits for, in every channel.
+  void set_events(uint32_t epoll_events);
   // Removes it from every channel (before its fd closes).
   void detach_all();
 };
@@ -133,9 +138,14 @@ struct Id : PrivateHeapObject {
   Device* device = nullptr;  // bound device, or null (wildcard / unbound)
   int gid_index = 0;
 
-  int sock = -1;             // port reservation, listener or connection
+  int sock = -1;             // a listener's rendezvous socket (or an explicit port's reservation)
   uint64_t sock_watch = 0;   // its key in the channel's epoll (0: none)
-  PrivateVector<uint64_t> incoming;  // listener: accepted sockets without REQ yet
+  bool ephemeral = false;    // the port was picked at bind, held by this process only (cm_address.cpp)
+  // Its link to the peer's process on this host (cm_link.h), and the
+  // references that name the two ids in messages over it.
+  CmLink* link = nullptr;
+  uint32_t link_ref = 0;
+  uint32_t peer_ref = 0;
 
   unsigned events_reported = 0;
   unsigned events_acked = 0;
@@ -176,7 +186,9 @@ struct Id : PrivateHeapObject {
   int listener_wait_fd = -1;
   uint64_t listener_wait_watch = 0;
   uint64_t listener_deadline_ns = 0;
-  WireMessage waiting_req{};  // sent once connected
+  // The REQ: sent once a listener is there, and again if the listener its
+  // link led to goes before it answers (cm_link.cpp).
+  WireMessage waiting_req{};
 };
 
 inline Id* id_of(rdma_cm_id* id) { return reinterpret_cast<Id*>(id); }
@@ -210,13 +222,13 @@ int next_event(Channel* ch, Event** out);
 
 // --- protocol (cm_protocol.cpp) ---
 void on_listener_readable(Id* listener);
-void on_incoming_readable(uint64_t key, Watch& watch);
-void on_connection_readable(Id* id);
 int send_message(Id* id, const WireMessage& msg);
 // What an id does with a message from its peer, and a listener with a new
-// request (fd: the rendezvous connection, or -1 for a MAD from the network).
+// request (link: the one it came over, or null for a MAD from the network).
 void handle(Id* id, const WireMessage& msg);
-Id* on_request(Id* listener, int fd, const WireMessage& msg);
+Id* on_request(Id* listener, CmLink* link, const WireMessage& msg);
+// The peer vanished (its process died, or it destroyed its id).
+void on_peer_gone(Id* id);
 
 // --- the network (cm_network.cpp) ---
 void on_mailbox_readable(Id* id);
@@ -227,13 +239,9 @@ void on_process_mailbox_readable();
 void on_retry_timers();
 
 // --- links to other processes of this host (cm_link.cpp) ---
-struct Link;
-void on_link_readable(Link* link);
+void on_link_readable(CmLink* link);
 
-// --- connecting to a listener of this host (cm_connect.cpp) ---
-// Connects id->sock to the listener that owns the destination; 0, or -1
-// (ECONNREFUSED: nobody listens there).
-int connect_to_listener(Id* id);
+// --- connecting to a listener of this host (cm_connect.cpp, cm_link.h) ---
 // A REQ (or SIDR REQ) nobody on this host will answer: the event the kernel
 // gives for it (REJECTED, invalid service ID; UNREACHABLE for SIDR).
 void reject_unanswered(Id* id);

@@ -1,12 +1,11 @@
 // The intra-host rendezvous: the messages two processes of one host
-// exchange over an abstract-namespace unix SOCK_SEQPACKET socket to
+// exchange over a link, an abstract-namespace unix SOCK_SEQPACKET socket, to
 // establish a connection. They carry what the IB CM's REQ/REP/RTU/REJ/DREQ
 // and SIDR REQ/REP carry (docs/ARCHITECTURE.md, "Connection manager"), so
 // the network CM drives the same state machine with real MADs (cm_mad.cpp
 // turns each message into its MAD and back).
 //
-// The socket doubles as the liveness signal: when a peer process dies, the
-// kernel closes its end and the survivor reads EOF (RDMA_CM_EVENT_DISCONNECTED).
+// The link they travel over (cm_link.h) doubles as the liveness signal.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -30,10 +29,13 @@ inline constexpr uint8_t kSidrRepPrivateData = 136;
 inline constexpr int kRejInvalidServiceId = 8;  // nobody listens on the port
 inline constexpr int kRejConsumerDefined = 28;  // rdma_reject
 
-enum class MessageType : uint8_t { kReq = 1, kRep, kRtu, kRej, kDreq, kSidrReq, kSidrRep };
+// kGone: the sender's id was destroyed (over a link only; cm_link.h).
+enum class MessageType : uint8_t { kReq = 1, kRep, kRtu, kRej, kDreq, kSidrReq, kSidrRep, kGone };
 
 struct WireMessage {
   uint32_t magic = kMagic;
+  uint32_t sender_ref = 0;    // the ids the message is from and for, on a
+  uint32_t receiver_ref = 0;  // link (cm_link.h); 0: for the listener
   MessageType type{};
   uint8_t private_data_len = 0;
   uint8_t qp_type = 0;
@@ -55,7 +57,7 @@ struct WireMessage {
   sockaddr_storage receiver_addr{};  // the address the sender aimed at
   uint8_t private_data[kMaxPrivateData]{};
 
-  static constexpr uint32_t kMagic = 0x53564331;  // "SVC1"
+  static constexpr uint32_t kMagic = 0x53564332;  // "SVC2"
 };
 
 }  // namespace sv::rdmacm

@@ -8,6 +8,8 @@
 #   output:REGEX   the server printed a line matching REGEX
 #   tcp:PORT       a TCP socket listens on PORT (qperf's rendezvous)
 # EXPECT_CLIENT / EXPECT_SERVER (optional): regexes the outputs must match.
+# UNEXPECTED (optional): a regex neither output may match (cmtime reports
+#   failed connections and still exits 0).
 # SERVER_RUNS_FOREVER=1: the server never exits by itself (cmtime in v44);
 #   it must still be running when the client is done, and is then stopped.
 set -u
@@ -52,6 +54,9 @@ echo "--- client (${client_cmd[*]}): exit $client_rc"; cat "$out/client"
 [ $server_rc -eq 0 ] && [ $client_rc -eq 0 ] || exit 1
 if [ -n "${EXPECT_SERVER:-}" ] && ! grep -Eq -- "$EXPECT_SERVER" "$out/server"; then
   echo "server output does not match: $EXPECT_SERVER"; exit 1
+fi
+if [ -n "${UNEXPECTED:-}" ] && grep -Eq -- "$UNEXPECTED" "$out/server" "$out/client"; then
+  echo "output matches what must not be there: $UNEXPECTED"; exit 1
 fi
 if [ -n "${EXPECT_CLIENT:-}" ] && ! grep -Eq -- "$EXPECT_CLIENT" "$out/client"; then
   echo "client output does not match: $EXPECT_CLIENT"; exit 1

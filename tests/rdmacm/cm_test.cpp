@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <memory>
+#include <set>
 #include <thread>
 #include <cstring>
 #include <string>
@@ -866,5 +868,178 @@ TEST(CmBind, LoopbackBindsWithoutADevice) {
   want.raw[15] = 1;
   EXPECT_EQ(std::memcmp(id->route.addr.addr.ibaddr.sgid.raw, want.raw, 16), 0) << "the bound address's GID";
   rdma_destroy_id(id);
+  rdma_destroy_event_channel(ch);
+}
+
+namespace {
+
+int open_fds() {
+  int n = 0;
+  for (int fd = 0; fd < 65536; ++fd)
+    if (fcntl(fd, F_GETFD) != -1) ++n;
+  return n;
+}
+
+// An id on `ch` with its route resolved towards 127.0.0.1:port.
+rdma_cm_id* resolved_id(rdma_event_channel* ch, uint16_t port) {
+  rdma_cm_id* id = nullptr;
+  EXPECT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in dst = loopback(port);
+  EXPECT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0);
+  ack_expected(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
+  EXPECT_EQ(rdma_resolve_route(id, 2000), 0);
+  ack_expected(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  return id;
+}
+
+// The listener's next request, accepted with a QP (on `cq`, or on CQs
+// rdma_create_qp makes); the child id.
+rdma_cm_id* accept_next(rdma_event_channel* listen_ch, ibv_cq* cq = nullptr) {
+  rdma_cm_event* req = expect_event(listen_ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+  if (!req) return nullptr;
+  rdma_cm_id* child = req->id;
+  rdma_ack_cm_event(req);
+  ibv_qp_init_attr attr = small_qp();
+  attr.send_cq = attr.recv_cq = cq;
+  EXPECT_EQ(rdma_create_qp(child, nullptr, &attr), 0);
+  EXPECT_EQ(rdma_accept(child, nullptr), 0);
+  return child;
+}
+
+}  // namespace
+
+// The ids of one process reach another's listener over one link (cm_link.h),
+// so connections cost no descriptor each: cmtime's 1000 connections failed
+// at the default 1024 open files when each id held its own socket.
+TEST(CmLinks, ConnectionsHoldNoDescriptorEach) {
+  Listener listener;
+  rdma_event_channel* ch = rdma_create_event_channel();
+  constexpr int kConnections = 200;
+  std::vector<rdma_cm_id*> clients, children;
+  rdma_cm_id* first = resolved_id(ch, listener.port);  // the link, the device's fds
+  // One CQ for all: rdma_create_qp would give each QP completion channels
+  // of its own, an fd each, as rdma-core's does.
+  ibv_cq* cq = ibv_create_cq(first->verbs, 4 * 2 * kConnections, nullptr, nullptr, 0);
+  ASSERT_NE(cq, nullptr);
+  ibv_qp_init_attr attr = small_qp();
+  attr.send_cq = attr.recv_cq = cq;
+  ASSERT_EQ(rdma_create_qp(first, nullptr, &attr), 0);
+  ASSERT_EQ(rdma_connect(first, nullptr), 0);
+  children.push_back(accept_next(listener.ch, cq));
+  ack_expected(ch, RDMA_CM_EVENT_ESTABLISHED);
+  ack_expected(listener.ch, RDMA_CM_EVENT_ESTABLISHED);
+  clients.push_back(first);
+  const int before = open_fds();
+  for (int i = 1; i < kConnections; ++i) {
+    rdma_cm_id* id = resolved_id(ch, listener.port);
+    ASSERT_EQ(rdma_create_qp(id, nullptr, &attr), 0);
+    ASSERT_EQ(rdma_connect(id, nullptr), 0);
+    clients.push_back(id);
+    children.push_back(accept_next(listener.ch, cq));
+    ack_expected(ch, RDMA_CM_EVENT_ESTABLISHED);
+    ack_expected(listener.ch, RDMA_CM_EVENT_ESTABLISHED);
+  }
+  EXPECT_LT(open_fds() - before, 8) << "descriptors for " << kConnections - 1 << " more connections";
+  for (rdma_cm_id* id : clients) {
+    rdma_destroy_qp(id);
+    rdma_destroy_id(id);
+  }
+  std::set<rdma_cm_id*> disconnected;  // each child hears its peer go, in any order
+  for (size_t i = 0; i < children.size(); ++i) {
+    rdma_cm_event* ev = expect_event(listener.ch, RDMA_CM_EVENT_DISCONNECTED);
+    if (!ev) break;
+    disconnected.insert(ev->id);
+    rdma_ack_cm_event(ev);
+  }
+  EXPECT_EQ(disconnected, std::set<rdma_cm_id*>(children.begin(), children.end()));
+  for (rdma_cm_id* id : children) {
+    rdma_destroy_qp(id);
+    rdma_destroy_id(id);
+  }
+  ibv_destroy_cq(cq);
+  rdma_destroy_event_channel(ch);
+}
+
+// Ids on two channels share the link; each hears only its own peer: a
+// child destroyed without a DREQ disconnects its client, not the other.
+TEST(CmLinks, EachIdOnASharedLinkHearsOnlyItsOwnPeer) {
+  Listener listener;
+  rdma_event_channel* ch_a = rdma_create_event_channel();
+  rdma_event_channel* ch_b = rdma_create_event_channel();
+  rdma_cm_id* a = resolved_id(ch_a, listener.port);
+  rdma_cm_id* b = resolved_id(ch_b, listener.port);
+  ibv_qp_init_attr attr = small_qp();
+  ASSERT_EQ(rdma_create_qp(a, nullptr, &attr), 0);
+  ASSERT_EQ(rdma_create_qp(b, nullptr, &attr), 0);
+  ASSERT_EQ(rdma_connect(a, nullptr), 0);
+  rdma_cm_id* child_a = accept_next(listener.ch);
+  ASSERT_EQ(rdma_connect(b, nullptr), 0);
+  rdma_cm_id* child_b = accept_next(listener.ch);
+  ack_expected(ch_a, RDMA_CM_EVENT_ESTABLISHED);
+  ack_expected(ch_b, RDMA_CM_EVENT_ESTABLISHED);
+  ack_expected(listener.ch, RDMA_CM_EVENT_ESTABLISHED);
+  ack_expected(listener.ch, RDMA_CM_EVENT_ESTABLISHED);
+
+  rdma_destroy_qp(child_a);
+  ASSERT_EQ(rdma_destroy_id(child_a), 0);  // as the kernel: a DREQ goes
+  ack_expected(ch_a, RDMA_CM_EVENT_DISCONNECTED);
+  pollfd pfd{ch_b->fd, POLLIN, 0};
+  rdma_cm_event* ev = nullptr;
+  if (poll(&pfd, 1, 200) == 1 && rdma_get_cm_event(ch_b, &ev) == 0) {
+    ADD_FAILURE() << "b heard " << rdma_event_str(ev->event);
+    rdma_ack_cm_event(ev);
+  }
+  EXPECT_EQ(qp_state(b->qp), IBV_QPS_RTS);
+  ASSERT_EQ(rdma_disconnect(b), 0);
+  ack_expected(ch_b, RDMA_CM_EVENT_DISCONNECTED);
+  ack_expected(listener.ch, RDMA_CM_EVENT_DISCONNECTED);
+  for (rdma_cm_id* id : {a, b, child_b}) {
+    rdma_destroy_qp(id);
+    rdma_destroy_id(id);
+  }
+  rdma_destroy_event_channel(ch_a);
+  rdma_destroy_event_channel(ch_b);
+}
+
+// A listener closed and opened again on its port (perftest's server does,
+// between its phases): the next connect reaches the new one, not the link
+// to the old one, which takes no more requests.
+TEST(CmLinks, AListenerOpenedAgainOnItsPortGetsTheNextRequest) {
+  auto first = std::make_unique<Listener>();
+  const uint16_t port = first->port;
+  rdma_event_channel* ch = rdma_create_event_channel();
+  rdma_cm_id* a = resolved_id(ch, port);
+  ibv_qp_init_attr attr = small_qp();
+  ASSERT_EQ(rdma_create_qp(a, nullptr, &attr), 0);
+  ASSERT_EQ(rdma_connect(a, nullptr), 0);
+  rdma_cm_id* child_a = accept_next(first->ch);
+  ack_expected(ch, RDMA_CM_EVENT_ESTABLISHED);
+  ack_expected(first->ch, RDMA_CM_EVENT_ESTABLISHED);
+  rdma_destroy_qp(child_a);
+  rdma_destroy_id(child_a);
+  ack_expected(ch, RDMA_CM_EVENT_DISCONNECTED);
+  first.reset();  // the listener goes; `a` keeps the link open meanwhile
+
+  rdma_event_channel* listen_ch = rdma_create_event_channel();
+  rdma_cm_id* second = nullptr;
+  ASSERT_EQ(rdma_create_id(listen_ch, &second, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in addr = loopback(port);
+  ASSERT_EQ(rdma_bind_addr(second, reinterpret_cast<sockaddr*>(&addr)), 0);
+  ASSERT_EQ(rdma_listen(second, 8), 0);
+  rdma_cm_id* b = resolved_id(ch, port);
+  ASSERT_EQ(rdma_create_qp(b, nullptr, &attr), 0);
+  ASSERT_EQ(rdma_connect(b, nullptr), 0);
+  // Nobody pumps the old listener's channel any more: the request reaches
+  // the new listener, sent again over a new link if it went over the old.
+  rdma_cm_id* child_b = accept_next(listen_ch);
+  ASSERT_NE(child_b, nullptr);
+  ack_expected(ch, RDMA_CM_EVENT_ESTABLISHED);
+  ack_expected(listen_ch, RDMA_CM_EVENT_ESTABLISHED);
+  for (rdma_cm_id* id : {a, b, child_b}) {
+    rdma_destroy_qp(id);
+    rdma_destroy_id(id);
+  }
+  rdma_destroy_id(second);
+  rdma_destroy_event_channel(listen_ch);
   rdma_destroy_event_channel(ch);
 }
