@@ -62,9 +62,23 @@ std::vector<std::string> service_names(const char* kind, uint16_t port_space, co
 }
 
 std::string comm_id_mailbox(uint32_t comm_id) {
-  char hex[9];
-  std::snprintf(hex, sizeof hex, "%08x", comm_id);
+  char hex[5];
+  std::snprintf(hex, sizeof hex, "%04x", comm_id >> 16);
   return "softverbs-" + domain_name() + "-gsi-id-" + hex;
+}
+
+uint32_t receiver_comm_id(const CmMessage& msg) {
+  return std::visit(
+      [](const auto& m) -> uint32_t {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, Req> || std::is_same_v<T, SidrReq>)
+          return 0;
+        else if constexpr (std::is_same_v<T, SidrRep>)
+          return m.request_id;
+        else
+          return m.remote_comm_id;
+      },
+      msg.body);
 }
 
 std::string mailbox_key(const std::string& name) {
@@ -72,13 +86,32 @@ std::string mailbox_key(const std::string& name) {
   return name.compare(0, prefix.size(), prefix) == 0 ? name.substr(prefix.size()) : name;
 }
 
+namespace {
+
+// (libibverbs made and checked the directory, and says why not.) Never
+// destroyed: the network thread posts MADs while the process exits.
+const std::string& runtime_dir() {
+  static const std::string& dir = *new std::string(sv::choose_runtime_dir().dir);
+  return dir;
+}
+
+const std::string& file_prefix() {
+  static const std::string& prefix = *new std::string("gsi-" + std::to_string(sv::own_netns_inode()) + "-");
+  return prefix;
+}
+
+}  // namespace
+
 sockaddr_un mailbox_address(const std::string& name, socklen_t* len) {
   if (sv::knobs().domain_named) return sv::abstract_unix_address(name, len);
-  // (libibverbs made and checked the directory, and says why not.) Never
-  // destroyed: the network thread posts MADs while the process exits.
-  static const std::string& dir = *new std::string(sv::choose_runtime_dir().dir);
-  static const uint64_t netns = sv::own_netns_inode();
-  return sv::user_unix_address(dir, "gsi-" + std::to_string(netns) + "-" + name, name, len);
+  return sv::user_unix_address(runtime_dir(), file_prefix() + name, name, len);
+}
+
+bool mailbox_files(std::string* dir, std::string* prefix) {
+  if (sv::knobs().domain_named || runtime_dir().empty()) return false;
+  *dir = runtime_dir();
+  *prefix = file_prefix();
+  return true;
 }
 
 namespace {
@@ -99,17 +132,9 @@ std::vector<std::string> listeners_for(uint64_t service_id, std::span<const uint
 std::vector<std::string> mailboxes_for(std::span<const uint8_t> mad) {
   CmMessage msg;
   if (decode(mad, msg) != DecodeError::kNone) return {};
-  return std::visit(
-      [](const auto& m) -> std::vector<std::string> {
-        using T = std::decay_t<decltype(m)>;
-        if constexpr (std::is_same_v<T, Req> || std::is_same_v<T, SidrReq>)
-          return listeners_for(m.service_id, m.private_data);
-        else if constexpr (std::is_same_v<T, SidrRep>)
-          return {comm_id_mailbox(m.request_id)};
-        else
-          return {comm_id_mailbox(m.remote_comm_id)};
-      },
-      msg.body);
+  if (const auto* req = std::get_if<Req>(&msg.body)) return listeners_for(req->service_id, req->private_data);
+  if (const auto* sidr = std::get_if<SidrReq>(&msg.body)) return listeners_for(sidr->service_id, sidr->private_data);
+  return {comm_id_mailbox(receiver_comm_id(msg))};
 }
 
 }  // namespace sv::ibcm

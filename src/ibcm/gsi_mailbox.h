@@ -3,17 +3,22 @@
 // Between hosts, connection management travels as CM MADs in UD packets to
 // QP1 (the GSI). The kernel's CM answers QP1 for the whole host; softverbs
 // has no kernel part, so whichever process receives a QP1 packet on UDP 4791
-// (the network transport's port group) posts the MAD to a *mailbox*: an
-// abstract-namespace unix datagram socket held by the connection manager of
-// the process it is for:
+// (the network transport's port group) posts the MAD to a *mailbox*: a unix
+// datagram socket held by the connection manager of the process it is for:
 //
 //   softverbs-<domain>-gsi-<ps>-<address>:<port>   a listener (REQ, SIDR REQ),
 //                                                  named as the rendezvous
 //                                                  names it (cm_address.h)
-//   softverbs-<domain>-gsi-id-<comm id, 8 hex>     a connection (every other
-//                                                  message names the local
-//                                                  communication ID of its
-//                                                  receiver)
+//   softverbs-<domain>-gsi-id-<4 hex>              a process's CM ids (every
+//                                                  other message names the
+//                                                  local communication ID of
+//                                                  its receiver, whose top
+//                                                  16 bits are the 4 hex)
+//
+// A process binds one id mailbox for all its ids (a second when all the
+// comm IDs of the first are in use), not one each: fds per id would cap
+// a process at ~1000 connections under the default open-file limit. It
+// demuxes what it reads by the full comm ID (rdmacm/cm_network.cpp).
 //
 // Each mailbox datagram is a MailboxHeader (where the packet came from)
 // followed by the 256-byte MAD. The names above are turned into socket
@@ -31,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "cm_messages.h"
 #include "mad_header.h"
 
 namespace sv::ibcm {
@@ -64,7 +70,12 @@ std::string service_name(const char* kind, uint16_t port_space, const std::strin
 // first: the address, its family's wildcard, the dual-stack wildcard "*".
 std::vector<std::string> service_names(const char* kind, uint16_t port_space, const sockaddr* dst);
 
+// The mailbox that holds local communication ID `comm_id`: named by its top
+// 16 bits, softverbs-<domain>-gsi-id-<4 hex>.
 std::string comm_id_mailbox(uint32_t comm_id);
+// The local communication ID of the MAD's receiver (0 for a REQ or SIDR REQ,
+// which go to a listener).
+uint32_t receiver_comm_id(const CmMessage& msg);
 
 // A mailbox's name without its "softverbs-<domain>-" prefix: the same for
 // every user, as the host service (shm/host_service.h) keys CM mailboxes.
@@ -77,6 +88,10 @@ std::string mailbox_key(const std::string& name);
 // to one. In a domain named on purpose (shared by whoever names it), or
 // when the path would not fit, the abstract name itself.
 sockaddr_un mailbox_address(const std::string& name, socklen_t* len);
+// Where this network namespace's mailbox files are: the runtime directory
+// and the file names' prefix ("gsi-<netns>-"). False when mailboxes are
+// abstract names (nothing to clean up after a killed process).
+bool mailbox_files(std::string* dir, std::string* prefix);
 
 // The mailboxes a CM MAD is for, in the order to try (a REQ or SIDR REQ:
 // its listeners, from its service ID and rdma_cm header; any other message:

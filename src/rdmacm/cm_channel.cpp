@@ -43,9 +43,7 @@ void dispatch(uint64_t key) {
   switch (watch.kind) {
     case WatchKind::kReady: break;
     case WatchKind::kListener: on_listener_readable(watch.id); break;
-    case WatchKind::kMailbox: on_mailbox_readable(watch.id); break;
     case WatchKind::kListenMailbox: on_listen_mailbox_readable(watch.id); break;
-    case WatchKind::kRetryTimer: on_retry_timer(watch.id); break;
     case WatchKind::kListenerWait: on_listener_wait_timer(watch.id); break;
     case WatchKind::kProcessMailbox: on_process_mailbox_readable(); break;
     case WatchKind::kRetryTimers: on_retry_timers(); break;

@@ -26,7 +26,7 @@ namespace hostd = sv::hostd;
 
 // One connection per process (a fork child makes its own: the parent's
 // claims are the parent's), and the claims made through it.
-struct Link : PrivateHeapObject {
+struct ServiceLink : PrivateHeapObject {
   std::mutex mu;
   int fd = -1;
   pid_t pid = 0;
@@ -34,15 +34,15 @@ struct Link : PrivateHeapObject {
   pid_t watcher_pid = 0;                 // the process whose watcher thread runs (watch)
 };
 
-Link& link() {
-  static Link* l = new Link;  // never destroyed: mailboxes close during exit
+ServiceLink& link() {
+  static ServiceLink* l = new ServiceLink;  // never destroyed: mailboxes close during exit
   return *l;
 }
 
-void start_watcher(Link& l);
+void start_watcher(ServiceLink& l);
 
 // The connection, opened on first use; -1 when no service runs.
-int connection(Link& l) {
+int connection(ServiceLink& l) {
   if (l.pid != getpid()) {
     if (l.fd >= 0) close(l.fd);  // the parent's
     l.fd = -1;
@@ -110,8 +110,8 @@ int claim_on(int s, const std::string& key) {
 // (it sleeps in poll(), waking once a second to see whether the connection
 // changed), connects to the service that comes back, and claims every
 // mailbox anew.
-void watch(Link* lp, uint32_t trusted_uid) {
-  Link& l = *lp;
+void watch(ServiceLink* lp, uint32_t trusted_uid) {
+  ServiceLink& l = *lp;
   const pid_t me = getpid();
   uint64_t pause_ms = 50;
   for (;;) {
@@ -161,7 +161,7 @@ void watch(Link* lp, uint32_t trusted_uid) {
   }
 }
 
-void start_watcher(Link& l) {
+void start_watcher(ServiceLink& l) {
   if (l.watcher_pid == getpid()) return;
   l.watcher_pid = getpid();
   std::thread(watch, &l, host_service_uid()).detach();  // (the knobs, read here: see connect_host_service)
@@ -170,13 +170,13 @@ void start_watcher(Link& l) {
 }  // namespace
 
 bool host_service_runs() {
-  Link& l = link();
+  ServiceLink& l = link();
   std::lock_guard g(l.mu);
   return connection(l) >= 0;
 }
 
 int claim_mailbox(int fd, const std::string& name) {
-  Link& l = link();
+  ServiceLink& l = link();
   std::lock_guard g(l.mu);
   const int s = connection(l);
   if (s == -2) {  // a service runs, but did not answer: the claim is not made
@@ -198,7 +198,7 @@ int claim_mailbox(int fd, const std::string& name) {
 
 bool send_local_datagram(const in6_addr& src, uint16_t src_port, const in6_addr& dst, uint8_t tclass,
                          const uint8_t* data, size_t len) {
-  Link& l = link();
+  ServiceLink& l = link();
   std::lock_guard g(l.mu);
   const int s = connection(l);
   if (s < 0) return false;
@@ -217,7 +217,7 @@ bool send_local_datagram(const in6_addr& src, uint16_t src_port, const in6_addr&
 }
 
 void release_mailbox(int fd) {
-  Link& l = link();
+  ServiceLink& l = link();
   std::lock_guard g(l.mu);
   if (l.pid != getpid()) return;
   auto it = l.claimed.find(fd);

@@ -137,6 +137,7 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_migrate_id(struct rdma_cm_id* cm_id,
     if (to == from) return 0;
     watch_move(id, from, to);
     link_migrate(id, from, to);
+    net_migrate(id, from, to);
     const bool was_sync = id->sync;
     // The last event of a synchronous id is kept in id->event until the
     // next call (complete_sync); leaving synchronous mode acks it, as

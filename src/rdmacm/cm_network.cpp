@@ -6,23 +6,33 @@
 // kernel writes IP and UDP; the ICRC covers them, so it is computed for the
 // socket's port). In: whichever softverbs process on this host receives a
 // QP1 packet posts the MAD to the mailbox it names (ibcm/gsi_mailbox.h): a
-// listener's, by service ID and address, or an id's, by communication ID.
-// Both are datagram sockets in the id's channel, so MADs are read where
-// every other CM event is made: in the thread that pumps the channel.
+// listener's, by service ID and address, or the process's id mailbox, by
+// the top 16 bits of the communication ID, which then finds the id by the
+// whole comm ID (ProcessNet::ids). Mailboxes are datagram sockets in the
+// channels' epoll sets (the process's, as a SharedWatch, in each channel
+// with an id that talks to another host), so MADs are read where every
+// other CM event is made: in a thread that pumps a channel.
 //
 // MADs can be lost: a REQ, REP, DREQ or SIDR REQ is sent again on a timer
 // until its answer comes (a repeated REQ is answered with the REP again, a
 // repeated REP with the RTU again, every DREQ with a DREP), and the
 // connection fails with UNREACHABLE (-ETIMEDOUT), as Linux's CM reports it,
-// when retries run out.
+// when retries run out. One timerfd serves every id of the process, armed
+// for the earliest deadline.
+//
+// So an id with a network link holds no fd of its own: a process's fds do
+// not grow with its connections (cmtime -c 1000 under the default limit of
+// 1024 open files).
 #include "cm_network.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <poll.h>
 #include <endian.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -296,44 +306,201 @@ void close_mailbox(int fd) {
   close(fd);
 }
 
-// A fresh local communication ID and the mailbox that holds it.
-int open_mailbox(Id* id) {
-  if (id->net.mailbox >= 0) return 0;
+// A destroyed id whose DREQ is not answered yet: its comm ID stays taken
+// (an orphan in ProcessNet::ids) until the DREP comes.
+struct Orphan {
+  uint32_t comm_id;
+  in6_addr local_ip, peer_ip;
+  uint8_t tos;
+  std::array<uint8_t, ibcm::kMadSize> dreq;
+};
+
+// A mailbox of the process's ids: comm IDs (prefix << 16) | L are its.
+struct IdMailbox : PrivateHeapObject {
+  int fd = -1;
+  uint32_t prefix = 0;
+  unsigned used = 0;  // comm IDs registered (ids and orphans)
+  SharedWatch watch;  // in the channels of the ids that use it
+};
+
+// The network state of the process: fds shared by all its ids, so an id
+// holds none.
+struct ProcessNet : PrivateHeapObject {
+  pid_t pid = getpid();
+  // One mailbox; another once the first's comm IDs are all in use.
+  PrivateVector<IdMailbox*> mailboxes;
+  // Each local comm ID in use: its id, or nullptr for an orphan.
+  PrivateUnorderedMap<uint32_t, Id*> ids;
+  PrivateDeque<Orphan> orphans;
+  // The retry timer: armed for the earliest of the ids' deadlines.
+  int timer_fd = -1;
+  SharedWatch timer;
+  PrivateSet<std::pair<uint64_t, Id*>> deadlines;
+};
+
+ProcessNet& process_net() {
+  static ProcessNet* p = nullptr;
+  // A fork child makes its own (as mad_socket): it must not read the
+  // parent's mailbox or timer. The parent's fds it leaves be.
+  if (!p || p->pid != getpid()) p = new ProcessNet;
+  return *p;
+}
+
+IdMailbox* mailbox_of(uint32_t comm_id) {
+  for (IdMailbox* m : process_net().mailboxes)
+    if (m->prefix == comm_id >> 16) return m;
+  return nullptr;
+}
+
+// Whether `id` holds a comm ID in this process's table (and so uses its
+// shared watches).
+bool joined(const Id* id) {
+  const ProcessNet& p = process_net();
+  auto it = p.ids.find(id->net.local_comm_id);
+  return id->net.local_comm_id && it != p.ids.end() && it->second == id;
+}
+
+// Mailbox files left by processes killed before they could remove them:
+// any of this network namespace's id mailboxes that nobody is bound to.
+// (Only id mailboxes: their random names would pile up. A listener's name
+// comes again, and bind_mailbox takes its stale file over then.)
+void remove_stale_mailbox_files() {
+  std::string dir, prefix;
+  if (!ibcm::mailbox_files(&dir, &prefix)) return;
+  const std::string name = ibcm::comm_id_mailbox(0);
+  prefix += name.substr(0, name.size() - 4);  // without the 4 hex
+  DIR* d = opendir(dir.c_str());
+  if (!d) return;
+  while (const dirent* e = readdir(d)) {
+    if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) != 0) continue;
+    const std::string path = dir + "/" + e->d_name;
+    if (stale_socket_file(path.c_str())) unlink(path.c_str());
+  }
+  closedir(d);
+}
+
+// Binds another id mailbox for the process, with a random prefix nobody
+// holds. Null with errno.
+IdMailbox* open_id_mailbox() {
+  ProcessNet& p = process_net();
+  if (p.mailboxes.empty()) remove_stale_mailbox_files();  // once per process
   for (int attempt = 0; attempt < 100; ++attempt) {
-    uint32_t comm_id = rng()();
-    if (comm_id == 0) continue;
-    int fd = bind_mailbox(ibcm::comm_id_mailbox(comm_id));
+    const uint32_t prefix = rng()() & 0xffff;
+    if (mailbox_of(prefix << 16)) continue;
+    int fd = bind_mailbox(ibcm::comm_id_mailbox(prefix << 16));
     if (fd < 0 && errno == EADDRINUSE) continue;
-    if (fd < 0) return -1;
-    id->net.local_comm_id = comm_id;
-    id->net.mailbox = fd;
-    id->net.mailbox_watch = watch_add(channel_of(id->pub.channel), WatchKind::kMailbox, fd, id);
-    return 0;
+    if (fd < 0) return nullptr;
+    auto* m = new IdMailbox;
+    m->fd = fd;
+    m->prefix = prefix;
+    m->watch.kind = WatchKind::kProcessMailbox;
+    m->watch.fd = fd;
+    p.mailboxes.push_back(m);
+    return m;
   }
   errno = EADDRINUSE;
-  return -1;
+  return nullptr;
+}
+
+// A fresh local comm ID for `id` (never 0), in the process's table; its
+// channel then watches the mailbox and the retry timer. 0, or -1 with errno.
+int join_process_net(Id* id) {
+  if (joined(id)) return 0;
+  ProcessNet& p = process_net();
+  if (p.timer_fd < 0) {
+    p.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (p.timer_fd < 0) return -1;
+    p.timer.kind = WatchKind::kRetryTimers;
+    p.timer.fd = p.timer_fd;
+  }
+  IdMailbox* box = nullptr;
+  for (IdMailbox* m : p.mailboxes) {
+    if (m->used < (m->prefix ? 0x10000u : 0xffffu)) {  // (prefix 0: comm ID 0 is not one)
+      box = m;
+      break;
+    }
+  }
+  if (!box && !(box = open_id_mailbox())) return -1;
+  uint32_t low = rng()() & 0xffff;
+  for (;; low = (low + 1) & 0xffff) {
+    const uint32_t comm_id = box->prefix << 16 | low;
+    if (comm_id && p.ids.try_emplace(comm_id, id).second) {
+      ++box->used;
+      id->net.local_comm_id = comm_id;
+      break;
+    }
+  }
+  Channel* ch = channel_of(id->pub.channel);
+  box->watch.attach(ch);
+  p.timer.attach(ch);
+  return 0;
+}
+
+void release_comm_id(uint32_t comm_id) {
+  ProcessNet& p = process_net();
+  if (p.ids.erase(comm_id))
+    if (IdMailbox* m = mailbox_of(comm_id)) --m->used;
+}
+
+void orphan_answered(uint32_t comm_id) {
+  std::erase_if(process_net().orphans, [&](const Orphan& o) { return o.comm_id == comm_id; });
+  release_comm_id(comm_id);
+}
+
+void adopt_orphan(Orphan o);
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
+}
+
+// Sets the process's timer for the earliest deadline (off when none).
+void arm_process_timer() {
+  ProcessNet& p = process_net();
+  if (p.timer_fd < 0) return;
+  itimerspec spec{};
+  if (!p.deadlines.empty()) {
+    const uint64_t at = p.deadlines.begin()->first;
+    spec.it_value.tv_sec = static_cast<time_t>(at / 1000000000u);
+    spec.it_value.tv_nsec = static_cast<long>(at % 1000000000u);
+  }
+  timerfd_settime(p.timer_fd, TFD_TIMER_ABSTIME, &spec, nullptr);
 }
 
 void stop_retrying(Id* id) {
   NetLink& n = id->net;
   n.awaiting = false;
-  if (n.timer_fd >= 0) {
-    itimerspec off{};
-    timerfd_settime(n.timer_fd, 0, &off, nullptr);
-  }
+  // (The timer may still fire for it: on_retry_timers finds nothing due.)
+  if (n.retry_at_ns) process_net().deadlines.erase({n.retry_at_ns, id});
+  n.retry_at_ns = 0;
 }
 
 void arm_retry(Id* id, int ms) {
   NetLink& n = id->net;
-  if (n.timer_fd < 0) {
-    n.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-    if (n.timer_fd < 0) return;
-    n.timer_watch = watch_add(channel_of(id->pub.channel), WatchKind::kRetryTimer, n.timer_fd, id);
+  ProcessNet& p = process_net();
+  if (n.retry_at_ns) p.deadlines.erase({n.retry_at_ns, id});
+  n.retry_at_ns = now_ns() + uint64_t(ms) * 1000000u;
+  auto it = p.deadlines.emplace(n.retry_at_ns, id).first;
+  if (it == p.deadlines.begin()) arm_process_timer();
+}
+
+// The id leaves the process's table (an orphan keeps its comm ID), and its
+// channel stops watching what it no longer uses.
+void leave_process_net(Id* id, const Orphan* orphan) {
+  stop_retrying(id);
+  if (!joined(id)) return;
+  ProcessNet& p = process_net();
+  const uint32_t comm_id = id->net.local_comm_id;
+  Channel* ch = channel_of(id->pub.channel);
+  mailbox_of(comm_id)->watch.detach(ch);
+  p.timer.detach(ch);
+  if (orphan) {
+    p.ids[comm_id] = nullptr;
+    adopt_orphan(*orphan);
+  } else {
+    release_comm_id(comm_id);
   }
-  itimerspec spec{};
-  spec.it_value.tv_sec = ms / 1000;
-  spec.it_value.tv_nsec = (ms % 1000) * 1000000L;
-  timerfd_settime(n.timer_fd, 0, &spec, nullptr);
 }
 
 bool send_mad(Id* id, const ibcm::CmMessage& mad, std::array<uint8_t, ibcm::kMadSize>* copy = nullptr) {
@@ -378,41 +545,58 @@ bool read_mailbox(int fd, ibcm::MailboxHeader* from, ibcm::CmMessage* mad) {
   }
 }
 
-// A destroyed id whose DREQ is not answered yet.
-struct Orphan {
-  int mailbox;
-  in6_addr local_ip, peer_ip;
-  uint8_t tos;
-  std::array<uint8_t, ibcm::kMadSize> dreq;
-};
+void on_id_mad(Id* id, const ibcm::MailboxHeader& from, const ibcm::CmMessage& mad);
 
-PrivateDeque<Orphan>& orphans() {
-  static auto* list = new_private<PrivateDeque<Orphan>>();
-  return *list;
+// Reads the process's id mailboxes and hands each MAD to the id whose comm
+// ID it names. `orphans_only` (at exit): just the answers orphans wait for.
+void read_id_mailboxes(bool orphans_only) {
+  ProcessNet& p = process_net();
+  ibcm::MailboxHeader from;
+  ibcm::CmMessage mad;
+  for (size_t i = 0; i < p.mailboxes.size(); ++i) {
+    while (read_mailbox(p.mailboxes[i]->fd, &from, &mad)) {
+      const uint32_t comm_id = ibcm::receiver_comm_id(mad);
+      auto it = p.ids.find(comm_id);
+      const bool disconnect = std::get_if<ibcm::Drep>(&mad.body) || std::get_if<ibcm::Dreq>(&mad.body);
+      if (it == p.ids.end()) {
+        // An id that is gone. Its mailbox used to go with it, and the
+        // transport answered a DREQ for nobody with a DREP: so do we.
+        if (const auto* dreq = std::get_if<ibcm::Dreq>(&mad.body)) {
+          ibcm::CmMessage drep;
+          drep.transaction_id = mad.transaction_id;
+          ibcm::Drep d;
+          d.local_comm_id = dreq->remote_comm_id;
+          d.remote_comm_id = dreq->local_comm_id;
+          drep.body = d;
+          in6_addr src, dst;
+          std::memcpy(&src, from.dst_ip, 16);
+          std::memcpy(&dst, from.src_ip, 16);
+          send_to_qp1(src, dst, from.traffic_class, ibcm::encode(drep).data());
+        }
+        continue;
+      }
+      if (!it->second) {
+        if (disconnect) orphan_answered(comm_id);
+      } else if (!orphans_only) {
+        on_id_mad(it->second, from, mad);
+      }
+    }
+  }
 }
 
 // At exit: each orphan's DREQ goes again (up to twice, 300 ms apart) until
 // its DREP comes, so a peer whose DREQ was lost still learns of the end.
 void linger_for_dreps() {
   CmLock lock(cm_mutex());
-  for (int round = 0; round < 3 && !orphans().empty(); ++round) {
+  ProcessNet& p = process_net();
+  for (int round = 0; round < 3 && !p.orphans.empty(); ++round) {
+    read_id_mailboxes(true);
+    if (p.orphans.empty()) break;
+    if (round)
+      for (const Orphan& o : p.orphans) send_to_qp1(o.local_ip, o.peer_ip, o.tos, o.dreq.data());
     std::vector<pollfd> fds;
-    for (auto it = orphans().begin(); it != orphans().end();) {
-      ibcm::MailboxHeader from;
-      ibcm::CmMessage mad;
-      bool answered = false;
-      while (read_mailbox(it->mailbox, &from, &mad))
-        answered |= std::get_if<ibcm::Drep>(&mad.body) || std::get_if<ibcm::Dreq>(&mad.body);
-      if (answered) {
-        close_mailbox(it->mailbox);
-        it = orphans().erase(it);
-        continue;
-      }
-      if (round) send_to_qp1(it->local_ip, it->peer_ip, it->tos, it->dreq.data());
-      fds.push_back(pollfd{it->mailbox, POLLIN, 0});
-      ++it;
-    }
-    if (!fds.empty()) poll(fds.data(), fds.size(), 300);
+    for (const IdMailbox* m : p.mailboxes) fds.push_back(pollfd{m->fd, POLLIN, 0});
+    poll(fds.data(), fds.size(), 300);
   }
 }
 
@@ -420,11 +604,68 @@ void adopt_orphan(Orphan o) {
   static bool registered = (std::atexit(linger_for_dreps), true);
   (void)registered;
   constexpr size_t kMaxOrphans = 64;  // the oldest give up first
-  if (orphans().size() == kMaxOrphans) {
-    close_mailbox(orphans().front().mailbox);
-    orphans().pop_front();
+  ProcessNet& p = process_net();
+  if (p.orphans.size() == kMaxOrphans) {
+    release_comm_id(p.orphans.front().comm_id);
+    p.orphans.pop_front();
   }
-  orphans().push_back(o);
+  p.orphans.push_back(o);
+}
+
+// An id whose retry deadline came: its MAD goes again, or it fails.
+void retry(Id* id) {
+  NetLink& n = id->net;
+  if (!n.awaiting) return;
+  if (n.retries_left-- > 0) {
+    send_to_qp1(n.local_ip, n.peer_ip, id->tos, n.pending.data());
+    n.retry_ms = std::min(n.retry_ms * 2, kMaxRetryMs);
+    arm_retry(id, n.retry_ms);
+    return;
+  }
+  n.awaiting = false;
+  switch (id->state) {
+    case IdState::kConnectSent:
+    case IdState::kAccepted:
+      // Linux's CM: REQ or REP timed out (IB_CM_REQ_ERROR / IB_CM_REP_ERROR).
+      set_state(id, IdState::kFailed, "no answer from the peer's CM after every retry");
+      move_qp_to_error(id);
+      queue_event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+      break;
+    default:
+      break;  // a DREQ nobody answered: we are disconnected anyway
+  }
+}
+
+// What a MAD from the peer's CM does to its id.
+void on_id_mad(Id* id, const ibcm::MailboxHeader& from, const ibcm::CmMessage& mad) {
+  NetLink& n = id->net;
+  if (std::get_if<ibcm::Mra>(&mad.body)) {  // the peer needs longer: start the retries over
+    if (n.awaiting) {
+      n.retries_left = kRetries;
+      arm_retry(id, kMaxRetryMs);
+    }
+    return;
+  }
+  if (std::get_if<ibcm::Drep>(&mad.body)) {
+    stop_retrying(id);
+    return;
+  }
+  auto msg = message_from_mad(mad, from);
+  if (!msg) return;
+  if (const auto* rep = std::get_if<ibcm::Rep>(&mad.body)) {
+    if (id->state != IdState::kConnectSent) {
+      // A repeated REP: our RTU was lost.
+      if (n.sent_rtu) send_to_qp1(n.local_ip, n.peer_ip, id->tos, n.last_rtu.data());
+      return;
+    }
+    n.remote_comm_id = rep->local_comm_id;
+  } else if (const auto* rej = std::get_if<ibcm::Rej>(&mad.body)) {
+    if (!n.remote_comm_id) n.remote_comm_id = rej->local_comm_id;
+  }
+  const bool dreq = msg->type == MessageType::kDreq;
+  if (!dreq || n.pending_type != MessageType::kDreq) stop_retrying(id);  // crossing DREQs: still want our DREP
+  handle(id, *msg);
+  if (dreq) answer_dreq(id);
 }
 
 }  // namespace
@@ -485,7 +726,7 @@ int net_connect(Id* id, const WireMessage& req) {
   n.transaction_id = (uint64_t{rng()()} << 32) | rng()();
   n.local_guid = be64toh(ibv_get_device_guid(id->pub.verbs->device));
   if (std::find(net_ids().begin(), net_ids().end(), id) == net_ids().end()) net_ids().push_back(id);
-  if (ensure_network(id->device) != 0 || open_mailbox(id) != 0) return -1;
+  if (ensure_network(id->device) != 0 || join_process_net(id) != 0) return -1;
   return net_send(id, req);
 }
 
@@ -516,7 +757,8 @@ int net_send(Id* id, const WireMessage& msg) {
 
 void net_close(Id* id) {
   NetLink& n = id->net;
-  if (n.active && n.mailbox >= 0) {
+  bool orphan = false;
+  if (n.active && joined(id)) {
     // Destroying a connected id disconnects it, as the kernel's CM does.
     if (id->state == IdState::kEstablished || id->state == IdState::kAccepted ||
         id->state == IdState::kResponseReceived) {
@@ -528,82 +770,42 @@ void net_close(Id* id) {
       }
     }
     // A DREQ not yet answered: the kernel's CM goes on sending it after the
-    // id (and its process) are gone. Here the id's mailbox stays open as an
-    // orphan, and the process waits a little for the DREP at exit.
-    if (n.awaiting && n.pending_type == MessageType::kDreq) {
-      adopt_orphan(Orphan{n.mailbox, n.local_ip, n.peer_ip, id->tos, n.pending});
-      n.mailbox = -1;
-    }
+    // id (and its process) are gone. Here the id's comm ID stays taken by
+    // an orphan, and the process waits a little for the DREP at exit.
+    orphan = n.awaiting && n.pending_type == MessageType::kDreq;
   }
-  watch_remove(n.mailbox_watch);
+  const Orphan o{n.local_comm_id, n.local_ip, n.peer_ip, id->tos, n.pending};
+  leave_process_net(id, orphan ? &o : nullptr);
   watch_remove(n.listen_watch);
-  watch_remove(n.timer_watch);
-  for (int* fd : {&n.mailbox, &n.listen_mailbox}) {
-    if (*fd >= 0) close_mailbox(*fd);
-    *fd = -1;
-  }
-  if (n.timer_fd >= 0) close(n.timer_fd);
-  n.timer_fd = -1;
+  if (n.listen_mailbox >= 0) close_mailbox(n.listen_mailbox);
+  n.listen_mailbox = -1;
   std::erase(net_ids(), id);
 }
 
-void on_retry_timer(Id* id) {
-  NetLink& n = id->net;
-  uint64_t expirations;
-  if (read(n.timer_fd, &expirations, sizeof expirations) < 0 || !n.awaiting) return;
-  if (n.retries_left-- > 0) {
-    send_to_qp1(n.local_ip, n.peer_ip, id->tos, n.pending.data());
-    n.retry_ms = std::min(n.retry_ms * 2, kMaxRetryMs);
-    arm_retry(id, n.retry_ms);
-    return;
-  }
-  n.awaiting = false;
-  switch (id->state) {
-    case IdState::kConnectSent:
-    case IdState::kAccepted:
-      // Linux's CM: REQ or REP timed out (IB_CM_REQ_ERROR / IB_CM_REP_ERROR).
-      set_state(id, IdState::kFailed, "no answer from the peer's CM after every retry");
-      move_qp_to_error(id);
-      queue_event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
-      break;
-    default:
-      break;  // a DREQ nobody answered: we are disconnected anyway
+void net_migrate(Id* id, Channel* from, Channel* to) {
+  if (!joined(id)) return;
+  for (SharedWatch* w : {&mailbox_of(id->net.local_comm_id)->watch, &process_net().timer}) {
+    w->detach(from);
+    w->attach(to);
   }
 }
 
-void on_mailbox_readable(Id* id) {
-  ibcm::MailboxHeader from;
-  ibcm::CmMessage mad;
-  while (id->net.mailbox >= 0 && read_mailbox(id->net.mailbox, &from, &mad)) {
-    NetLink& n = id->net;
-    if (std::get_if<ibcm::Mra>(&mad.body)) {  // the peer needs longer: start the retries over
-      if (n.awaiting) {
-        n.retries_left = kRetries;
-        arm_retry(id, kMaxRetryMs);
-      }
-      continue;
-    }
-    if (std::get_if<ibcm::Drep>(&mad.body)) {
-      stop_retrying(id);
-      continue;
-    }
-    auto msg = message_from_mad(mad, from);
-    if (!msg) continue;
-    if (const auto* rep = std::get_if<ibcm::Rep>(&mad.body)) {
-      if (id->state != IdState::kConnectSent) {
-        // A repeated REP: our RTU was lost.
-        if (n.sent_rtu) send_to_qp1(n.local_ip, n.peer_ip, id->tos, n.last_rtu.data());
-        continue;
-      }
-      n.remote_comm_id = rep->local_comm_id;
-    } else if (const auto* rej = std::get_if<ibcm::Rej>(&mad.body)) {
-      if (!n.remote_comm_id) n.remote_comm_id = rej->local_comm_id;
-    }
-    const bool dreq = msg->type == MessageType::kDreq;
-    if (!dreq || n.pending_type != MessageType::kDreq) stop_retrying(id);  // crossing DREQs: still want our DREP
-    handle(id, *msg);
-    if (dreq) answer_dreq(id);
+void on_process_mailbox_readable() { read_id_mailboxes(false); }
+
+void on_retry_timers() {
+  ProcessNet& p = process_net();
+  uint64_t expirations;
+  // (Nothing to read: another channel's pump read it, or the timer was
+  // set again meanwhile. What is due is done all the same.)
+  if (p.timer_fd >= 0) (void)!read(p.timer_fd, &expirations, sizeof expirations);
+  const uint64_t now = now_ns();
+  while (!p.deadlines.empty() && p.deadlines.begin()->first <= now) {
+    Id* id = p.deadlines.begin()->second;
+    p.deadlines.erase(p.deadlines.begin());
+    id->net.retry_at_ns = 0;
+    retry(id);  // (a new deadline is later than now)
   }
+  arm_process_timer();
 }
 
 void on_listen_mailbox_readable(Id* listener) {
@@ -645,13 +847,9 @@ void on_listen_mailbox_readable(Id* listener) {
     std::memcpy(&n.local_ip, from.dst_ip, 16);
     if (child->pub.verbs) n.local_guid = be64toh(ibv_get_device_guid(child->pub.verbs->device));
     net_ids().push_back(child);
-    if (open_mailbox(child) != 0)
+    if (join_process_net(child) != 0)
       set_state(child, IdState::kFailed, "no mailbox for the new id");  // rdma_accept will report it
   }
 }
-
-// (until the process mailbox lands: no shared network watches yet)
-void on_process_mailbox_readable() {}
-void on_retry_timers() {}
 
 }  // namespace sv::rdmacm

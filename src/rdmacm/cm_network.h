@@ -1,5 +1,6 @@
 // The connection manager between hosts (cm_network.cpp): IB CM MADs to the
-// peer's QP1 and back through this process's mailboxes.
+// peer's QP1 and back through this process's mailboxes (one for all its
+// ids, whose comm IDs' top 16 bits name it, and one per listener).
 #pragma once
 
 #include "cm_device.h"
@@ -19,7 +20,11 @@ int net_listen(Id* listener);
 int net_connect(Id* id, const WireMessage& req);
 // Sends a message of an id with a network link as its MAD.
 int net_send(Id* id, const WireMessage& msg);
-// At destroy: a connected id sends a DREQ; the mailboxes and timer go.
+// At destroy: a connected id sends a DREQ; it leaves the process's
+// mailbox and timer (a listener's own mailbox closes).
 void net_close(Id* id);
+// rdma_migrate_id: the process's mailbox and timer, watched for the id by
+// channel `from`, are watched by `to` instead.
+void net_migrate(Id* id, Channel* from, Channel* to);
 
 }  // namespace sv::rdmacm

@@ -5,7 +5,8 @@
 // makes progress in the kernel; we make it in the caller's thread. A
 // channel's public fd is an epoll fd that watches everything that can
 // produce an event for its ids (listening and connected rendezvous sockets,
-// mailboxes and retry timers of ids that talk to other hosts) plus an
+// listener mailboxes, and the process's id mailbox and retry timer while
+// an id of the channel talks to another host) plus an
 // eventfd that is readable while queued events wait. So poll()/select() on channel->fd works as with the kernel, and
 // rdma_get_cm_event turns whatever is readable into events.
 //
@@ -60,7 +61,7 @@ struct Channel : PrivateHeapObject {
 
 // What an fd in a channel's epoll set stands for.
 enum class WatchKind {
-  kReady, kListener, kMailbox, kListenMailbox, kRetryTimer, kListenerWait,
+  kReady, kListener, kListenMailbox, kListenerWait,
   kProcessMailbox, kRetryTimers, kLink,  // shared by ids of any channel (SharedWatch)
 };
 
@@ -104,7 +105,8 @@ struct Multicast {
 };
 
 // An id whose peer is on another host: its messages travel as IB CM MADs
-// to the peer's QP1 and come back through its mailbox (cm_network.cpp).
+// to the peer's QP1 and come back through the process's mailbox, which
+// local_comm_id's top 16 bits name (cm_network.cpp).
 struct NetLink {
   bool active = false;
   uint32_t local_comm_id = 0;
@@ -114,19 +116,17 @@ struct NetLink {
   uint64_t service_id = 0;     // passive: the REQ's (echoed in a SIDR REP)
   in6_addr peer_ip{};          // where its MADs go (IPv4 as ::ffff:a.b.c.d)
   in6_addr local_ip{};         // and come from
-  int mailbox = -1;            // bound to comm_id_mailbox(local_comm_id)
-  uint64_t mailbox_watch = 0;
   int listen_mailbox = -1;     // a listener's: its service's gsi name
   uint64_t listen_watch = 0;
   // The last MAD that waits for an answer (REQ, REP, DREQ, SIDR REQ): sent
-  // again when the retry timer fires, until answered or out of retries.
+  // again when its deadline in the process's retry timer comes, until
+  // answered or out of retries.
   std::array<uint8_t, 256> pending{};
   bool awaiting = false;
   MessageType pending_type{};
   int retries_left = 0;
   int retry_ms = 0;
-  int timer_fd = -1;
-  uint64_t timer_watch = 0;
+  uint64_t retry_at_ns = 0;    // that deadline (CLOCK_MONOTONIC), 0: none
   std::array<uint8_t, 256> last_rtu{};  // sent again to a repeated REP
   bool sent_rtu = false;
 };
@@ -231,9 +231,7 @@ Id* on_request(Id* listener, CmLink* link, const WireMessage& msg);
 void on_peer_gone(Id* id);
 
 // --- the network (cm_network.cpp) ---
-void on_mailbox_readable(Id* id);
 void on_listen_mailbox_readable(Id* listener);
-void on_retry_timer(Id* id);
 // The process's own mailbox (every id's MADs) and its retry timer.
 void on_process_mailbox_readable();
 void on_retry_timers();

@@ -2,16 +2,20 @@
 // here whichever process receives a CM MAD (a UD SEND to QP1 with the GSI
 // Q_Key) posts it to the mailbox of the connection manager it is for
 // (ibcm/gsi_mailbox.h): a listener for a REQ or SIDR REQ, the addressed
-// communication ID for the rest. Where no mailbox takes it, the answer is
+// communication ID's process for the rest (a full mailbox is waited for a
+// moment: see waiting_mailbox_socket). Where no mailbox takes it, the answer is
 // the one Linux's CM gives for an unknown service or connection: a REJ
 // (invalid service ID), a SIDR REP (unsupported), a DREP to a DREQ.
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 #include "ibcm/cm_messages.h"
 #include "ibcm/gsi_mailbox.h"
@@ -29,6 +33,47 @@ int mailbox_socket() {
   return fd;
 }
 
+// The same, blocking for a moment: a unix datagram queue holds only
+// net.unix.max_dgram_qlen datagrams (10 by default), and one mailbox takes
+// the MADs of all the connections of its process (ibcm/gsi_mailbox.h), a
+// burst of hundreds when it connects them at once (cmtime). Sent from this
+// socket, a MAD for a full mailbox waits until its CM has read one, a
+// few ms at most (SO_SNDTIMEO).
+int waiting_mailbox_socket() {
+  static int fd = [] {
+    int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    const timeval wait{0, 10000};
+    setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof wait);
+    return s;
+  }();
+  return fd;
+}
+
+// Mailboxes that stayed full for the whole wait lately: their CM does not
+// read now (a process that does not pump its channel), and waiting for it
+// again would only hold up this thread, which carries data too. Until a
+// MAD finds room in one, the MADs that find it full are dropped at once.
+struct StuckMailboxes {
+  std::mutex mu;
+  std::string names[8];
+  size_t next = 0;
+
+  bool has(const std::string& name) {
+    std::lock_guard g(mu);
+    return std::find(std::begin(names), std::end(names), name) != std::end(names);
+  }
+  void set(const std::string& name, bool stuck) {
+    std::lock_guard g(mu);
+    auto it = std::find(std::begin(names), std::end(names), name);
+    if (!stuck && it != std::end(names)) it->clear();
+    if (stuck && it == std::end(names)) names[next++ % 8] = name;
+  }
+};
+StuckMailboxes& stuck_mailboxes() {
+  static auto* s = new StuckMailboxes;  // (never destroyed: the network thread posts during exit)
+  return *s;
+}
+
 // 1: posted; 0: no such mailbox; -1: the mailbox is full (its CM is busy:
 // the MAD is dropped, and the sender's retry comes later).
 int post(const std::string& name, const sv::ibcm::MailboxHeader& h, const uint8_t* mad) {
@@ -37,10 +82,18 @@ int post(const std::string& name, const sv::ibcm::MailboxHeader& h, const uint8_
   uint8_t buf[sv::ibcm::kMailboxDatagram];
   std::memcpy(buf, &h, sizeof h);
   std::memcpy(buf + sizeof h, mad, sv::ibcm::kMadSize);
-  if (sendto(mailbox_socket(), buf, sizeof buf, MSG_NOSIGNAL, reinterpret_cast<const sockaddr*>(&un), len) ==
-      static_cast<ssize_t>(sizeof buf))
+  const auto* to = reinterpret_cast<const sockaddr*>(&un);
+  StuckMailboxes& stuck = stuck_mailboxes();
+  if (sendto(mailbox_socket(), buf, sizeof buf, MSG_NOSIGNAL, to, len) == static_cast<ssize_t>(sizeof buf)) {
+    stuck.set(name, false);
     return 1;
-  return errno == EAGAIN || errno == ENOBUFS ? -1 : 0;
+  }
+  if (errno != EAGAIN && errno != ENOBUFS) return 0;
+  if (stuck.has(name)) return -1;
+  if (sendto(waiting_mailbox_socket(), buf, sizeof buf, MSG_NOSIGNAL, to, len) == static_cast<ssize_t>(sizeof buf))
+    return 1;
+  stuck.set(name, true);
+  return -1;
 }
 
 // A REQ (or SIDR REQ) that found no listener is dropped the first time and

@@ -230,7 +230,7 @@ struct Notice {
 
 // A CM mailbox (ibcm/gsi_mailbox.h) as the service knows it: its name
 // without the "softverbs-<domain>-" prefix, the same for every user
-// ("gsi-tcp-10.0.0.1:7471", "gsi-id-0a1b2c3d"). The CM MADs a mailbox is
+// ("gsi-tcp-10.0.0.1:7471", "gsi-id-0a1b"). The CM MADs a mailbox is
 // for go only to the user whose process claimed its key: no other user
 // sees a REQ's private data, and a second claim of a listener's key (the
 // port taken by another user) fails as a second bind of a port does.

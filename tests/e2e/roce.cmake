@@ -124,7 +124,7 @@ set_tests_properties(e2e_rxe_interop PROPERTIES LABELS "e2e;roce;interop" TIMEOU
 # RTU, DREQ, DREP; SIDR for UD), Debian's rdmacm-utils and perftest -R
 # unmodified, the server in host A, the client in host B (@A: A's address).
 function(roce_cm_test name)
-  cmake_parse_arguments(CM "FOREVER;FAILS;NO_MADS" "READY;MULTICAST" "" ${ARGN})
+  cmake_parse_arguments(CM "FOREVER;FAILS;NO_MADS" "READY;MULTICAST;UNEXPECTED" "" ${ARGN})
   add_test(NAME e2e_roce_cm_${name} COMMAND ${CMAKE_CURRENT_LIST_DIR}/roce_netns.sh ${CM_UNPARSED_ARGUMENTS})
   set(env "LD_LIBRARY_PATH=${PROJECT_BINARY_DIR}/lib;SOFTVERBS_LOG=info")
   if(CM_FOREVER)
@@ -141,6 +141,9 @@ function(roce_cm_test name)
   endif()
   if(CM_MULTICAST)
     list(APPEND env "CM_MULTICAST=${CM_MULTICAST}")
+  endif()
+  if(CM_UNEXPECTED)
+    list(APPEND env "CM_UNEXPECTED=${CM_UNEXPECTED}")
   endif()
   set_tests_properties(e2e_roce_cm_${name} PROPERTIES LABELS "e2e;roce;rdmacm" TIMEOUT 120 SKIP_RETURN_CODE 77
                        ENVIRONMENT "${env}")
@@ -160,7 +163,21 @@ roce_cm_test(ib_read_lat_R cm "ib_read_lat -R -n 200" "ib_read_lat -R -n 200 @A"
 roce_cm_test(udaddy cm "udaddy" "udaddy -s @A" "test complete")
 roce_cm_test(ucmatose_4 cm "ucmatose -c 4" "ucmatose -s @A -c 4" "test complete")
 roce_cm_test(cmtime_20 FOREVER cm "cmtime -c 20" "cmtime -s @A -c 20" "connect")
+# Many connections under the default limit of 1024 open files, on both
+# sides: a CM id between hosts holds no fd of its own (one mailbox and one
+# retry timer per process, cm_network.cpp), where it held two (its mailbox,
+# its timer) plus its port reservation (an implicit bind's ephemeral port
+# is now held by the process alone, cm_address.h), and cmtime reported
+# EMFILE (error: -24). cmtime exits 0 even so: no error may show.
+roce_cm_test(cmtime_1000_fd_limit FOREVER UNEXPECTED "error|Segmentation" cm
+             "prlimit --nofile=1024 cmtime -c 1000" "prlimit --nofile=1024 cmtime -s @A -c 1000" "connect")
 roce_cm_test(rdma_server_client cm "rdma_server" "rdma_client -s @A" "rdma_client: end 0")
+# rdma_migrate_id between hosts, the REQ in flight: ESTABLISHED and
+# DISCONNECTED come on the new channel, the old one stays quiet
+# (cm_migrate_tool.c).
+add_executable(cm_migrate_tool ${CMAKE_CURRENT_LIST_DIR}/cm_migrate_tool.c)
+target_link_libraries(cm_migrate_tool PRIVATE softverbs_rdmacm softverbs_ibverbs)
+roce_cm_test(migrate_id FOREVER cm "cmtime -p 7471 -c 1" "$<TARGET_FILE:cm_migrate_tool> @A 7471" "^migrated: OK")
 roce_cm_test(rdma_xserver_xclient_xrc cm "rdma_xserver -c x" "rdma_xclient -s @A -c x" "rdma_xclient: end 0")
 roce_cm_test(rstream_4k cm "rstream -S 4096 -C 1000" "rstream -s @A -S 4096 -C 1000" "^custom +4k +1k")
 # rsockets datagrams (udpong): the first datagram to a peer goes by UDP,
@@ -235,6 +252,10 @@ set_tests_properties(e2e_hostd_connection_flood e2e_hostd_claim_flood e2e_hostd_
 set_tests_properties(e2e_hostd_restart_no_steering PROPERTIES ENVIRONMENT "${E2E_ENV};HOSTD_ARGS=--no-steering;RESTART_ONLY=1")
 add_test(NAME e2e_cm_mailbox_squatted COMMAND ${CMAKE_CURRENT_LIST_DIR}/cm_mailbox_squatted.sh)
 set_tests_properties(e2e_cm_mailbox_squatted PROPERTIES ENVIRONMENT "${E2E_ENV}" LABELS "e2e;roce;rdmacm" TIMEOUT 120 SKIP_RETURN_CODE 77)
+# A process killed while connecting leaves at most its one CM mailbox file,
+# and the next CM process of the host removes it (cm_mailbox_killed.sh).
+add_test(NAME e2e_cm_mailbox_killed COMMAND ${CMAKE_CURRENT_LIST_DIR}/cm_mailbox_killed.sh)
+set_tests_properties(e2e_cm_mailbox_killed PROPERTIES ENVIRONMENT "${E2E_ENV}" LABELS "e2e;roce;rdmacm" TIMEOUT 120 SKIP_RETURN_CODE 77)
 
 # A hostile network: thousands of malformed datagrams of every class against
 # a live RC pair (roce_fuzz.sh): it finishes every iteration, the server

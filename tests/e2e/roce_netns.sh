@@ -59,6 +59,8 @@
 #     CM_CLIENT_FAILS=1: the client must fail (the regex then matches its error);
 #     CM_NO_MADS=1 (with --pcap; rsockets datagrams, multicast): UD SENDs on the link, not CM MADs
 #     CM_READY=REGEX: the client starts once the server's output matches it
+#     CM_UNEXPECTED=REGEX: neither output may match it (cmtime reports failed
+#     connections and still exits 0)
 #     CM_MULTICAST=GROUP (with --pcap): the UD SENDs must go to that group address
 set -u
 trace=0 faults="" live_faults="" netem="" impair="" dup="" drop="" drop_naks="" min_len=0 pcap=0 ipv6=0 stats=0 pairs=1 self_pcap=0 expect_counter="" max_forwarded=""
@@ -219,6 +221,10 @@ if [[ $kind == cm ]]; then
   fi
   ((server_rc == 0 && client_rc == 0)) || exit 1
   [[ -z $expect ]] || grep -Eq -- "$expect" "$work/client.0" || { echo "client output does not match: $expect"; exit 1; }
+  if [[ -n ${CM_UNEXPECTED:-} ]] && grep -Eq -- "$CM_UNEXPECTED" "$work/server.0" "$work/client.0"; then
+    echo "output matches $CM_UNEXPECTED:"; grep -Eh -- "$CM_UNEXPECTED" "$work/server.0" "$work/client.0" | sort | uniq -c
+    exit 1
+  fi
   if ((pcap)); then  # the connection was made with CM MADs on the link
     sleep 0.5
     kill -INT "$cap_pid"; wait "$cap_pid" 2>/dev/null; cap_pid=""
