@@ -26,9 +26,11 @@
 #include "cm_network.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <dirent.h>
 #include <poll.h>
 #include <endian.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
@@ -255,6 +257,25 @@ bool stale_socket_file(const char* path) {
   return stale;
 }
 
+// Held (flock) while a stale mailbox file is found and removed, by the
+// sweep below and by a bind taking a stale file over: else a sweep that
+// found a file stale could remove the one a takeover has just bound.
+class StaleFileLock {
+ public:
+  explicit StaleFileLock(const std::string& dir) {
+    fd_ = open((dir + "/gsi.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd_ >= 0) flock(fd_, LOCK_EX);
+  }
+  ~StaleFileLock() {
+    if (fd_ >= 0) close(fd_);  // (releases the lock)
+  }
+  StaleFileLock(const StaleFileLock&) = delete;
+  StaleFileLock& operator=(const StaleFileLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 // A datagram socket bound to mailbox `name` (ibcm::mailbox_address); -1
 // with errno (EADDRINUSE: a live mailbox has it).
 int bind_mailbox(const std::string& name) {
@@ -267,9 +288,17 @@ int bind_mailbox(const std::string& name) {
   // ours alone); for an abstract name anyone, so read_mailbox keeps only
   // MADs our own processes posted, by the kernel's word on the sender.
   int rc = sv::pass_credentials(fd) ? bind(fd, reinterpret_cast<const sockaddr*>(&un), len) : -1;
-  if (rc != 0 && errno == EADDRINUSE && file && stale_socket_file(un.sun_path)) {
-    unlink(un.sun_path);
-    rc = bind(fd, reinterpret_cast<const sockaddr*>(&un), len);
+  if (rc != 0 && errno == EADDRINUSE && file) {
+    std::string dir, prefix;
+    if (ibcm::mailbox_files(&dir, &prefix)) {
+      StaleFileLock lock(dir);
+      if (stale_socket_file(un.sun_path)) {
+        unlink(un.sun_path);
+        rc = bind(fd, reinterpret_cast<const sockaddr*>(&un), len);
+      } else {
+        errno = EADDRINUSE;
+      }
+    }
   }
   // With a host service, the MADs for this mailbox come to our user only
   // once it is claimed there; another user's claim is a port in use.
@@ -361,14 +390,12 @@ bool joined(const Id* id) {
 }
 
 // Mailbox files left by processes killed before they could remove them:
-// any of this network namespace's id mailboxes that nobody is bound to.
-// (Only id mailboxes: their random names would pile up. A listener's name
-// comes again, and bind_mailbox takes its stale file over then.)
+// any of this network namespace's mailboxes (ids' and listeners') that
+// nobody is bound to.
 void remove_stale_mailbox_files() {
   std::string dir, prefix;
   if (!ibcm::mailbox_files(&dir, &prefix)) return;
-  const std::string name = ibcm::comm_id_mailbox(0);
-  prefix += name.substr(0, name.size() - 4);  // without the 4 hex
+  StaleFileLock lock(dir);
   DIR* d = opendir(dir.c_str());
   if (!d) return;
   while (const dirent* e = readdir(d)) {

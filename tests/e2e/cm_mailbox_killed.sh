@@ -7,7 +7,8 @@
 # files of this network namespace that nobody is bound to
 # (rdmacm/cm_network.cpp). Here a cmtime client in host B is killed with
 # SIGKILL while it connects 200 ids to host A (where nobody listens yet),
-# and then a second one connects to a server there.
+# and then a second one connects to a server there. The same for a
+# listener killed outright.
 set -u
 a=svkA$$ b=svkB$$ va=svka$$ vb=svkb$$
 rt=$(mktemp -d)  # the runtime directory of every process here (0700)
@@ -41,4 +42,20 @@ after=$(id_mailboxes)
 echo "after a second CM process (exit $rc): host B's id mailbox files: $after"
 ((rc == 0)) || { echo "FAIL: the second cmtime failed"; cat "$rt/client2.out"; fail=1; }
 ((after == 0)) || { echo "FAIL: the killed process's mailbox file is still there"; ls "$rt"; fail=1; }
+
+# A listener killed outright leaves its service's mailbox file; the next CM
+# process of its host removes it too (here a server on another port, once
+# a request makes it bind its id mailbox), not only a process that binds
+# the same name again.
+ns_a=$(ip netns exec "$a" stat -L -c %i /proc/self/ns/net)
+listener_files() { find "$rt" -maxdepth 1 -name "gsi-$ns_a-*-gsi-tcp-*:7471" | wc -l; }
+kill -9 $server; wait $server 2>/dev/null; server=
+killed=$(listener_files)
+ip netns exec "$a" cmtime -p 7472 -c 2 >"$rt/server2.out" 2>&1 &
+server=$!
+for _ in $(seq 100); do ls "$rt" | grep -q -- "-gsi-tcp-.*:7472" && break; sleep 0.05; done
+ip netns exec "$b" timeout 60 cmtime -s 10.98.0.1 -p 7472 -c 2 >"$rt/client3.out" 2>&1; rc=$?
+echo "listener killed: its mailbox files $killed; after the next CM process (exit $rc): $(listener_files)"
+((killed == 1)) || { echo "FAIL: the killed listener should leave its mailbox file"; fail=1; }
+((rc == 0 && $(listener_files) == 0)) || { echo "FAIL: the killed listener's mailbox file is still there"; ls "$rt"; fail=1; }
 exit $fail
