@@ -41,7 +41,9 @@ Registry* Registry::open_or_create() {
   const Knobs& k = knobs();
   // The layout version is part of the name: processes of builds with
   // different layouts cannot talk, and must not overwrite each other's
-  // registry while they run.
+  // registry while they run. So is the network namespace: it is the host
+  // (shared memory never reaches across namespaces), and each has its own
+  // slots, so namespace hosts on one machine have a process limit each.
   // A domain named on purpose is shared by name in /dev/shm (any user who
   // names it may join, as SOFTVERBS_DOMAIN_MODE allows); the default one
   // is this user's, in a directory no one else can plant files in.
@@ -52,7 +54,7 @@ Registry* Registry::open_or_create() {
   } else {
     const std::string& dir = runtime_dir();
     if (dir.empty()) return nullptr;  // said why
-    path = dir + "/registry.v" + std::to_string(kLayoutVersion);
+    path = dir + "/registry" + registry_suffix();
   }
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, k.domain_mode);
   if (fd < 0) {

@@ -62,11 +62,22 @@ inline bool safe_parent(const char* dir) {
 
 inline std::string default_runtime_dir(unsigned uid) { return "/dev/shm/softverbs-uid" + std::to_string(uid); }
 
+// What ends a registry's file name: the layout version (builds with
+// different layouts never share one) and the network namespace (each is a
+// host, with registry slots of its own: namespace hosts on one machine do
+// not share a process limit). ".v<layout>.net<inode>", or ".v<layout>"
+// where the namespace cannot be told.
+inline std::string registry_suffix() {
+  struct stat st;
+  std::string s = ".v" + std::to_string(kSharedLayoutVersion);
+  if (stat("/proc/self/ns/net", &st) == 0) s += ".net" + std::to_string(st.st_ino);
+  return s;
+}
+
 // The registry of a domain named on purpose (SOFTVERBS_DOMAIN): a file in
-// /dev/shm anyone who names it may join, as its mode allows. The layout
-// version is in the name: builds with different layouts never share one.
+// /dev/shm anyone who names it may join, as its mode allows.
 inline std::string named_domain_registry(const std::string& domain) {
-  return "/dev/shm/softverbs-" + domain + ".v" + std::to_string(kSharedLayoutVersion);
+  return "/dev/shm/softverbs-" + domain + registry_suffix();
 }
 
 inline RuntimeDirChoice choose_runtime_dir() {

@@ -5,6 +5,9 @@
 // children hold theirs: it gets the next registry slot) and creates and
 // destroys a UD QP C times, printing the largest QPN it was given and how
 // often it was a number no QP may have (0, 1, 0xffffff: the multicast QPN).
+// With HOLD_UNTIL_FILE set, the children hold the device, once all have
+// tried and the counts are printed, until that file exists (so a test can
+// fill another namespace's registry while this one's is full).
 #include <errno.h>
 #include <infiniband/verbs.h>
 #include <stdio.h>
@@ -82,6 +85,12 @@ int main(int argc, char** argv) {
     else if (!first_error) first_error = err;
   }
   int parent_err = qp_cycles > 0 ? cycle_qps(qp_cycles) : 0;
+  const char* hold = getenv("HOLD_UNTIL_FILE");
+  if (hold) {
+    printf("holding: opened %d first_error %d\n", opened, first_error);
+    fflush(stdout);
+    while (access(hold, F_OK) != 0) usleep(20000);
+  }
   close(release[1]);
   int bad_exit = 0;
   for (int i = 0; i < n; ++i) {

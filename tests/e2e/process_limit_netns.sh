@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# A network namespace is a host: each has registry slots of its own, so
+# namespace hosts on one machine do not share the process limit (issue 39).
+# Host A's registry is filled to the README's limit and held full while
+# host B, same user and domain, fills its own: both open as many processes
+# as the README says, and the next one in each gets EAGAIN.
+# usage: process_limit_netns.sh <process_limit_tool> <README.md>
+set -u
+tool=$1 readme=$2
+limit=$(grep -oE '[0-9]+ processes per domain' "$readme" | grep -oE '^[0-9]+') ||
+  { echo "the README states no process limit"; exit 1; }
+a=svplA$$ b=svplB$$
+work=$(mktemp -d)
+export SOFTVERBS_DOMAIN=limitns$$
+holder=
+cleanup() { touch "$work/release"; [ -n "$holder" ] && wait $holder; ip netns del $a 2>/dev/null; ip netns del $b 2>/dev/null; rm -rf "$work" /dev/shm/softverbs-limitns$$.v*; }
+trap cleanup EXIT
+ip netns add $a && ip netns add $b || { echo "cannot make network namespaces"; exit 1; }
+eagain=$(python3 -c 'import errno; print(errno.EAGAIN)')
+
+HOLD_UNTIL_FILE=$work/release ip netns exec $a timeout 120 "$tool" $((limit + 1)) >"$work/a" 2>&1 &
+holder=$!
+for _ in $(seq 600); do grep -q holding "$work/a" && break; kill -0 $holder 2>/dev/null || break; sleep 0.1; done
+grep -q "holding: opened $limit first_error $eagain" "$work/a" ||
+  { echo "FAIL: host A did not fill its registry"; cat "$work/a"; exit 1; }
+out_b=$(ip netns exec $b timeout 120 "$tool" $((limit + 1)))
+echo "host A (held full): $(grep holding "$work/a")"
+echo "host B meanwhile: $out_b"
+touch "$work/release"; wait $holder; rc_a=$?; holder=
+grep -q "opened $limit first_error $eagain" <<<"$out_b" ||
+  { echo "FAIL: host B, while host A's $limit are held, should open $limit too and then get EAGAIN"; exit 1; }
+((rc_a == 0)) || { echo "FAIL: host A's tool failed"; cat "$work/a"; exit 1; }
+echo "PASS: $limit processes in each of two namespace hosts at once"
