@@ -32,6 +32,8 @@ rm -f /tmp/shmfull.$$
 rm -f /dev/shm/fill
 ip netns exec "$a" ibv_devinfo >/dev/null 2>&1 && echo "space freed: ibv_devinfo opens the device" ||
   { echo "FAIL: the device does not open once /dev/shm has room"; fail=1; }
+# (Each namespace host has a registry of its own: host B makes its own too.)
+ip netns exec "$b" ibv_devinfo >/dev/null 2>&1 || { echo "FAIL: host B cannot open the device"; fail=1; }
 ls /dev/shm/softverbs-uid$(id -u)/registry.v* >/dev/null || { echo "FAIL: no registry was made"; fail=1; }
 fill
 ga=$(gid_of "$a" ::ffff:10.96.0.1) gb=$(gid_of "$b" ::ffff:10.96.0.2)
