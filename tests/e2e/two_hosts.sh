@@ -42,3 +42,32 @@ roce_crossed_link() {
   echo "RoCEv2 packets host $1 sent on the link: ${packets:-0}"
   ((${packets:-0} > 0)) || { echo "no RoCEv2 packet crossed the link"; return 1; }
 }
+
+# make_hosts N PREFIX: N hosts, network namespaces ${host_ns[1..N]} named
+# $hosts_tag<i>, each with address PREFIX.<i>/24 on a veth to one bridge in
+# namespace $switch_ns (the caller names $hosts_tag and $switch_ns, and
+# deletes the N + 1 namespaces on exit: delete_hosts). Returns as
+# make_two_hosts does.
+make_hosts() {
+  local n=$1 prefix=$2 i ns
+  host_ns=()
+  ip netns add "$switch_ns" 2>/dev/null || { echo "cannot create network namespaces: skipped"; return 77; }
+  ip -n "$switch_ns" link add br0 type bridge && ip -n "$switch_ns" link set br0 up &&
+    ip -n "$switch_ns" link set lo up || { echo "cannot make the bridge"; return 1; }
+  for i in $(seq "$n"); do
+    ns=$hosts_tag$i
+    host_ns[i]=$ns
+    ip netns add "$ns" || return 1
+    ip link add "h$i" netns "$ns" type veth peer name "p$i" netns "$switch_ns" &&
+      ip -n "$ns" addr add "$prefix.$i/24" dev "h$i" && ip -n "$ns" link set lo up &&
+      ip -n "$ns" link set "h$i" up && ip -n "$switch_ns" link set "p$i" master br0 up ||
+      { echo "cannot link host $i to the bridge"; return 1; }
+  done
+}
+
+# delete_hosts: the namespaces make_hosts made.
+delete_hosts() {
+  local ns
+  for ns in "${host_ns[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  ip netns del "$switch_ns" 2>/dev/null
+}

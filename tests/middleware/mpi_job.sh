@@ -14,6 +14,7 @@
 # --hosts: two hosts made of network namespaces on a veth link, RANKS/2 in
 # each; the launcher starts the other host's daemon through ns_agent.sh,
 # and RoCEv2 packets must cross the link (an nftables counter in host B).
+# With HOSTS=N (N > 2): N such hosts on one bridge, RANKS/N in each.
 # Every rank must have opened softverbs (its log line) and the job must
 # exit 0; EXPECT (environment, a regex) must match EXPECT_COUNT lines (1)
 # of the output, REJECT none. For experiments: EXTRA_X names one more
@@ -36,7 +37,9 @@ command -v "${program[0]}" >/dev/null || { echo "${program[0]} not found"; exit 
 
 out=$(mktemp -d)
 a="" b=""
+host_ns=()
 cleanup() {
+  ((${#host_ns[@]})) && delete_hosts
   [[ -n $a ]] && ip netns del "$a" 2>/dev/null
   [[ -n $b ]] && ip netns del "$b" 2>/dev/null
   rm -rf "$out"
@@ -67,20 +70,31 @@ esac
 
 in_a=()
 if ((hosts)); then
-  a=svpA$$ b=svpB$$ va=svpa$$ vb=svpb$$
   source "$here/../e2e/two_hosts.sh"
-  make_two_hosts 10.96.0 || exit $?
-  in_a=(ip netns exec "$a" "$here/as_host.sh" 10.96.0.1)
+  nhosts=${HOSTS:-2}
+  if ((nhosts > 2)); then
+    hosts_tag=svpH$$- switch_ns=svpS$$
+    make_hosts "$nhosts" 10.96.0 || exit $?
+    b=${host_ns[2]}
+  else
+    a=svpA$$ b=svpB$$ va=svpa$$ vb=svpb$$
+    make_two_hosts 10.96.0 || exit $?
+  fi
+  in_a=(ip netns exec "${host_ns[1]:-$a}" "$here/as_host.sh" 10.96.0.1)
   count_roce_sent "$b" || exit $?
-  export SV_HOSTS="10.96.0.1=$a 10.96.0.2=$b" SOFTVERBS_RUN=$run
-  half=$((ranks / 2))
-  # --bind-to none: the two "hosts" share this machine's cores, and each
+  per=$((ranks / nhosts))
+  SV_HOSTS= placement=
+  for i in $(seq "$nhosts"); do
+    SV_HOSTS+="10.96.0.$i=${host_ns[i]:-$([[ $i == 1 ]] && echo "$a" || echo "$b")} "
+    placement+="${placement:+,}10.96.0.$i:$((i < nhosts ? per : ranks - per * (nhosts - 1)))"
+  done
+  export SV_HOSTS SOFTVERBS_RUN=$run
+  # --bind-to none: the "hosts" share this machine's cores, and each
   # host's daemon would bind its first rank to core 0: two ranks polling on
   # one core, each message waiting a scheduler tick (4 ms) for the other.
-  ompi+=(--bind-to none -H "10.96.0.1:$half,10.96.0.2:$((ranks - half))" --mca plm_rsh_agent "$here/ns_agent.sh"
+  ompi+=(--bind-to none -H "$placement" --mca plm_rsh_agent "$here/ns_agent.sh"
     --mca plm_rsh_no_tree_spawn 1 --mca oob_tcp_if_include 10.96.0.0/24)
-  mpich_hosts=(-launcher rsh -launcher-exec "$here/ns_agent.sh" -hosts "10.96.0.1:$half,10.96.0.2:$((ranks - half))"
-    -localhost 10.96.0.1)
+  mpich_hosts=(-launcher rsh -launcher-exec "$here/ns_agent.sh" -hosts "$placement" -localhost 10.96.0.1)
 fi
 
 if [[ $stack == mpich ]]; then
