@@ -40,17 +40,27 @@ uint32_t next_ref() {
   return ref;
 }
 
-// The connecting side's links by listener name, for reuse.
-PrivateMap<std::string, CmLink*>& links_by_name() {
-  static auto* map = new_private<PrivateMap<std::string, CmLink*>>();
-  return *map;
+// The links of this process. A fork child inherits the parent's sockets
+// but not its ids: it forgets the parent's links (reading or writing them
+// would take the parent's messages) and makes its own.
+struct Links {
+  pid_t owner = 0;
+  PrivateMap<std::string, CmLink*> by_name;  // connecting side, for reuse
+  PrivateVector<CmLink*> accepted;           // accepting side, found when their listener goes
+};
+
+Links& links() {
+  static auto* l = new_private<Links>();
+  if (l->owner != getpid()) {
+    l->by_name.clear();
+    l->accepted.clear();
+    l->owner = getpid();
+  }
+  return *l;
 }
 
-// The accepting side's links, found when their listener goes.
-PrivateVector<CmLink*>& accepted_links() {
-  static auto* list = new_private<PrivateVector<CmLink*>>();
-  return *list;
-}
+PrivateMap<std::string, CmLink*>& links_by_name() { return links().by_name; }
+PrivateVector<CmLink*>& accepted_links() { return links().accepted; }
 
 CmLink* link_new(int fd, WatchKind kind = WatchKind::kLink) {
   auto* link = new CmLink;
