@@ -129,6 +129,32 @@ std::vector<std::string> listeners_for(uint64_t service_id, std::span<const uint
 
 }  // namespace
 
+std::optional<CmMessage> answer_for_nobody(const CmMessage& in) {
+  CmMessage out;
+  out.transaction_id = in.transaction_id;
+  if (const auto* req = std::get_if<Req>(&in.body)) {
+    Rej rej;
+    rej.remote_comm_id = req->local_comm_id;
+    rej.message_rejected = MessageResponded::kReq;
+    rej.reason = static_cast<uint16_t>(RejReason::kInvalidServiceId);
+    out.body = rej;
+  } else if (const auto* sidr = std::get_if<SidrReq>(&in.body)) {
+    SidrRep rep;
+    rep.request_id = sidr->request_id;
+    rep.service_id = sidr->service_id;
+    rep.status = static_cast<uint8_t>(SidrStatus::kUnsupported);
+    out.body = rep;
+  } else if (const auto* dreq = std::get_if<Dreq>(&in.body)) {
+    Drep drep;
+    drep.local_comm_id = dreq->remote_comm_id;
+    drep.remote_comm_id = dreq->local_comm_id;
+    out.body = drep;
+  } else {
+    return std::nullopt;
+  }
+  return out;
+}
+
 std::vector<std::string> mailboxes_for(std::span<const uint8_t> mad) {
   CmMessage msg;
   if (decode(mad, msg) != DecodeError::kNone) return {};

@@ -93,6 +93,11 @@ sockaddr_un mailbox_address(const std::string& name, socklen_t* len);
 // abstract names (nothing to clean up after a killed process).
 bool mailbox_files(std::string* dir, std::string* prefix);
 
+// The CM's answer when nobody here owns what the MAD names, as Linux's CM
+// gives it: a REJ (invalid service ID) to a REQ, a SIDR REP (unsupported)
+// to a SIDR REQ, a DREP to a DREQ; nothing to anything else.
+std::optional<CmMessage> answer_for_nobody(const CmMessage& in);
+
 // The mailboxes a CM MAD is for, in the order to try (a REQ or SIDR REQ:
 // its listeners, from its service ID and rdma_cm header; any other message:
 // the communication ID it names as its receiver's). Empty when the MAD is

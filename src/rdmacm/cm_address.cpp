@@ -137,7 +137,19 @@ PrivateSet<uint32_t>& implicit_ports() {
 
 uint32_t port_key(const Id* id, uint16_t port) { return (uint32_t{static_cast<uint16_t>(id->pub.ps)} << 16) | port; }
 
+// An ephemeral port none of this process's implicit binds has in `id`'s
+// port space, now taken; 0 when none was found.
+uint16_t take_implicit_port(const Id* id) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const uint16_t port = ephemeral_port();
+    if (implicit_ports().insert(port_key(id, port)).second) return port;
+  }
+  return 0;
+}
+
 }  // namespace
+
+int rendezvous_socket() { return socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0); }
 
 int bind_id(Id* id, const sockaddr* addr, bool implicit) {
   if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) return fail(EAFNOSUPPORT);
@@ -160,16 +172,12 @@ int bind_id(Id* id, const sockaddr* addr, bool implicit) {
     // see it taken (its messages are told apart by link or communication
     // ID, never by port), so it costs no socket; it is claimed host-wide
     // only if the id listens after all (claim_port_name).
-    uint16_t port = 0;
-    for (int attempt = 0; attempt < 200 && !port; ++attempt) {
-      port = ephemeral_port();
-      if (!implicit_ports().insert(port_key(id, port)).second) port = 0;
-    }
+    const uint16_t port = take_implicit_port(id);
     if (!port) return fail(EADDRINUSE);
     set_address_port(local_addr, port);
     id->ephemeral = true;
   } else {
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = rendezvous_socket();
     if (fd < 0) return -1;
     int rc = -1;
     for (int attempt = 0; attempt < (pick_port ? 200 : 1); ++attempt) {
@@ -191,7 +199,7 @@ int bind_id(Id* id, const sockaddr* addr, bool implicit) {
     }
     if (fd >= 0) {
       close(fd);
-      id->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      id->sock = rendezvous_socket();
     }
   }
 
@@ -211,7 +219,7 @@ int bind_id(Id* id, const sockaddr* addr, bool implicit) {
 }
 
 int claim_port_name(Id* id) {
-  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int fd = rendezvous_socket();
   if (fd < 0) return -1;
   auto* local = &id->pub.route.addr.src_addr;
   int rc = -1;
@@ -219,8 +227,8 @@ int claim_port_name(Id* id) {
   for (int attempt = 0; attempt < attempts; ++attempt) {
     if (attempt) {  // the port this process picked is another's: pick again
       release_port(id);
-      uint16_t port = ephemeral_port();
-      if (!implicit_ports().insert(port_key(id, port)).second) continue;
+      const uint16_t port = take_implicit_port(id);
+      if (!port) break;
       set_address_port(local, port);
       id->ephemeral = true;
     }

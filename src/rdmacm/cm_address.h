@@ -35,6 +35,8 @@ std::string bound_name(const Id* id, const sockaddr* addr, const char* kind = "c
 // The names a connect to `dst` tries, most specific first.
 std::vector<std::string> listener_names(rdma_port_space ps, const sockaddr* dst);
 sockaddr_un unix_name(const std::string& name, socklen_t* len);
+// A fresh unix SOCK_SEQPACKET socket of the rendezvous (non-blocking).
+int rendezvous_socket();
 // Binds `fd` to the abstract name `name`: 0, or -1 with errno (EADDRINUSE:
 // some id holds it).
 int try_bind(int fd, const std::string& name);

@@ -125,15 +125,22 @@ void channel_destroy(Channel* ch) {
   (void)!write(ch->ready_fd, &one, sizeof one);
 }
 
-uint64_t watch_add(Channel* ch, WatchKind kind, int fd, Id* id) {
+namespace {
+
+// `watch` in its channel's epoll set, waiting for `events`; its key, or 0.
+uint64_t add_watch(const Watch& watch, uint32_t events) {
   uint64_t key = next_key++;
   epoll_event ev{};
-  ev.events = EPOLLIN;
+  ev.events = events;
   ev.data.u64 = key;
-  if (epoll_ctl(ch->pub.fd, EPOLL_CTL_ADD, fd, &ev) != 0) return 0;
-  watches().emplace(key, Watch{kind, fd, id, ch});
+  if (epoll_ctl(watch.channel->pub.fd, EPOLL_CTL_ADD, watch.fd, &ev) != 0) return 0;
+  watches().emplace(key, watch);
   return key;
 }
+
+}  // namespace
+
+uint64_t watch_add(Channel* ch, WatchKind kind, int fd, Id* id) { return add_watch(Watch{kind, fd, id, ch}, EPOLLIN); }
 
 void watch_remove(uint64_t& key) {
   if (!key) return;
@@ -155,19 +162,20 @@ void watch_remove_and_close(uint64_t& key) {
 void SharedWatch::attach(Channel* ch) {
   auto [it, added] = channels.try_emplace(ch, 0u, uint64_t{0});
   if (added) {
-    it->second.second = watch_add(ch, kind, fd, nullptr);
-    if (auto w = watches().find(it->second.second); w != watches().end()) {
-      w->second.object = object;
-      if (events != EPOLLIN) {
-        epoll_event ev{};
-        ev.events = events;
-        ev.data.u64 = it->second.second;
-        epoll_ctl(ch->pub.fd, EPOLL_CTL_MOD, fd, &ev);
-      }
-    }
+    it->second.second = add_watch(Watch{kind, fd, nullptr, ch, object}, events);
     if (channels.size() == 1) shared_watches().push_back(this);
   }
   ++it->second.first;
+}
+
+void SharedWatch::set_events(uint32_t epoll_events) {
+  events = epoll_events;
+  for (auto& [ch, use] : channels) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = use.second;
+    epoll_ctl(ch->pub.fd, EPOLL_CTL_MOD, fd, &ev);
+  }
 }
 
 void SharedWatch::detach(Channel* ch) {

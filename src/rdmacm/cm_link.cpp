@@ -62,9 +62,9 @@ Links& links() {
 PrivateMap<std::string, CmLink*>& links_by_name() { return links().by_name; }
 PrivateVector<CmLink*>& accepted_links() { return links().accepted; }
 
-CmLink* link_new(int fd, WatchKind kind = WatchKind::kLink) {
+CmLink* link_new(int fd) {
   auto* link = new CmLink;
-  link->watch.kind = kind;
+  link->watch.kind = WatchKind::kLink;
   link->watch.fd = fd;
   link->watch.object = link;
   return link;
@@ -194,7 +194,7 @@ void on_message(CmLink* link, const WireMessage& msg) {
 
 // Connects a fresh socket to listener `name`: the fd, or -1 with errno.
 int connect_name(const std::string& name) {
-  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int fd = rendezvous_socket();
   if (fd < 0) return -1;
   socklen_t len;
   sockaddr_un un = unix_name(name, &len);
@@ -215,16 +215,6 @@ int connect_name(const std::string& name) {
 }
 
 }  // namespace
-
-void SharedWatch::set_events(uint32_t epoll_events) {
-  events = epoll_events;
-  for (auto& [ch, use] : channels) {
-    epoll_event ev{};
-    ev.events = events;
-    ev.data.u64 = use.second;
-    epoll_ctl(ch->pub.fd, EPOLL_CTL_MOD, fd, &ev);
-  }
-}
 
 void link_join(Id* id, CmLink* link, uint32_t peer_ref) {
   id->link = link;

@@ -56,6 +56,7 @@
 #include "net/roce_datagram.h"
 #include "net/roce_opcode.h"
 #include "net/udp_sport.h"
+#include "util/clock.h"
 #include "util/kernel_socket.h"
 #include "util/peer_credentials.h"
 #include "util/private_heap.h"
@@ -476,12 +477,6 @@ void orphan_answered(uint32_t comm_id) {
 
 void adopt_orphan(Orphan o);
 
-uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
-}
-
 // Sets the process's timer for the earliest deadline (off when none).
 void arm_process_timer() {
   ProcessNet& p = process_net();
@@ -507,7 +502,7 @@ void arm_retry(Id* id, int ms) {
   NetLink& n = id->net;
   ProcessNet& p = process_net();
   if (n.retry_at_ns) p.deadlines.erase({n.retry_at_ns, id});
-  n.retry_at_ns = now_ns() + uint64_t(ms) * 1000000u;
+  n.retry_at_ns = sv::monotonic_ns() + uint64_t(ms) * 1000000u;
   auto it = p.deadlines.emplace(n.retry_at_ns, id).first;
   if (it == p.deadlines.begin()) arm_process_timer();
 }
@@ -587,18 +582,12 @@ void read_id_mailboxes(bool orphans_only) {
       const bool disconnect = std::get_if<ibcm::Drep>(&mad.body) || std::get_if<ibcm::Dreq>(&mad.body);
       if (it == p.ids.end()) {
         // An id that is gone. Its mailbox used to go with it, and the
-        // transport answered a DREQ for nobody with a DREP: so do we.
-        if (const auto* dreq = std::get_if<ibcm::Dreq>(&mad.body)) {
-          ibcm::CmMessage drep;
-          drep.transaction_id = mad.transaction_id;
-          ibcm::Drep d;
-          d.local_comm_id = dreq->remote_comm_id;
-          d.remote_comm_id = dreq->local_comm_id;
-          drep.body = d;
+        // transport answered for nobody (a DREP to a DREQ): so do we.
+        if (auto answer = ibcm::answer_for_nobody(mad)) {
           in6_addr src, dst;
           std::memcpy(&src, from.dst_ip, 16);
           std::memcpy(&dst, from.src_ip, 16);
-          send_to_qp1(src, dst, from.traffic_class, ibcm::encode(drep).data());
+          send_to_qp1(src, dst, from.traffic_class, ibcm::encode(*answer).data());
         }
         continue;
       }
@@ -825,7 +814,7 @@ void on_retry_timers() {
   // (Nothing to read: another channel's pump read it, or the timer was
   // set again meanwhile. What is due is done all the same.)
   if (p.timer_fd >= 0) (void)!read(p.timer_fd, &expirations, sizeof expirations);
-  const uint64_t now = now_ns();
+  const uint64_t now = sv::monotonic_ns();
   while (!p.deadlines.empty() && p.deadlines.begin()->first <= now) {
     Id* id = p.deadlines.begin()->second;
     p.deadlines.erase(p.deadlines.begin());

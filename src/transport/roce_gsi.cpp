@@ -116,34 +116,6 @@ bool seen_before(const in6_addr& from, uint32_t request_id) {
   return false;
 }
 
-// The CM's answer when nobody on this host owns what the MAD names.
-std::optional<CmMessage> answer_for_nobody(const CmMessage& in) {
-  using namespace sv::ibcm;
-  CmMessage out;
-  out.transaction_id = in.transaction_id;
-  if (const auto* req = std::get_if<Req>(&in.body)) {
-    Rej rej;
-    rej.remote_comm_id = req->local_comm_id;
-    rej.message_rejected = MessageResponded::kReq;
-    rej.reason = static_cast<uint16_t>(RejReason::kInvalidServiceId);
-    out.body = rej;
-  } else if (const auto* sidr = std::get_if<SidrReq>(&in.body)) {
-    SidrRep rep;
-    rep.request_id = sidr->request_id;
-    rep.service_id = sidr->service_id;
-    rep.status = static_cast<uint8_t>(SidrStatus::kUnsupported);
-    out.body = rep;
-  } else if (const auto* dreq = std::get_if<Dreq>(&in.body)) {
-    Drep drep;
-    drep.local_comm_id = dreq->remote_comm_id;
-    drep.remote_comm_id = dreq->local_comm_id;
-    out.body = drep;
-  } else {
-    return std::nullopt;
-  }
-  return out;
-}
-
 }  // namespace
 
 void deliver_to_gsi(Engine& e, const net::RocePacket& pkt, const PacketAddrs& from) {
@@ -178,7 +150,7 @@ void deliver_to_gsi(Engine& e, const net::RocePacket& pkt, const PacketAddrs& fr
   if (const auto* req = std::get_if<Req>(&in.body)) request_id = req->local_comm_id;
   if (const auto* sidr = std::get_if<SidrReq>(&in.body)) request_id = sidr->request_id;
   if (request_id && !seen_before(from.src, request_id)) return;
-  auto out = answer_for_nobody(in);
+  auto out = sv::ibcm::answer_for_nobody(in);
   if (!out) return;  // a late answer for a connection that is gone
   const auto bytes = encode(*out);
   net::RocePacket reply;

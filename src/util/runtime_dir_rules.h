@@ -15,6 +15,7 @@
 
 #include "util/shared_layout_version.h"
 #include "util/knobs.h"
+#include "util/unix_socket_address.h"
 
 namespace sv {
 
@@ -68,9 +69,8 @@ inline std::string default_runtime_dir(unsigned uid) { return "/dev/shm/softverb
 // not share a process limit). ".v<layout>.net<inode>", or ".v<layout>"
 // where the namespace cannot be told.
 inline std::string registry_suffix() {
-  struct stat st;
   std::string s = ".v" + std::to_string(kSharedLayoutVersion);
-  if (stat("/proc/self/ns/net", &st) == 0) s += ".net" + std::to_string(st.st_ino);
+  if (const uint64_t netns = own_netns_inode()) s += ".net" + std::to_string(netns);
   return s;
 }
 

@@ -75,17 +75,18 @@ if ((hosts)); then
   if ((nhosts > 2)); then
     hosts_tag=svpH$$- switch_ns=svpS$$
     make_hosts "$nhosts" 10.96.0 || exit $?
-    b=${host_ns[2]}
+    namespaces=("${host_ns[@]}")  # host i's is namespaces[i - 1]
   else
     a=svpA$$ b=svpB$$ va=svpa$$ vb=svpb$$
     make_two_hosts 10.96.0 || exit $?
+    namespaces=("$a" "$b")
   fi
-  in_a=(ip netns exec "${host_ns[1]:-$a}" "$here/as_host.sh" 10.96.0.1)
-  count_roce_sent "$b" || exit $?
+  in_a=(ip netns exec "${namespaces[0]}" "$here/as_host.sh" 10.96.0.1)
+  count_roce_sent "${namespaces[1]}" || exit $?
   per=$((ranks / nhosts))
   SV_HOSTS= placement=
   for i in $(seq "$nhosts"); do
-    SV_HOSTS+="10.96.0.$i=${host_ns[i]:-$([[ $i == 1 ]] && echo "$a" || echo "$b")} "
+    SV_HOSTS+="10.96.0.$i=${namespaces[i - 1]} "
     placement+="${placement:+,}10.96.0.$i:$((i < nhosts ? per : ranks - per * (nhosts - 1)))"
   done
   export SV_HOSTS SOFTVERBS_RUN=$run
@@ -129,6 +130,6 @@ if [[ -n ${REJECT:-} ]] && grep -Eq -- "$REJECT" "$out/all"; then
   echo "output matches what it must not: $REJECT"; exit 1
 fi
 if ((hosts)); then
-  roce_crossed_link "$b" || exit 1
+  roce_crossed_link "${namespaces[1]}" || exit 1
 fi
 exit 0

@@ -98,18 +98,24 @@ struct BoundOnly {
   }
 };
 
-// An active id with its route resolved towards 127.0.0.1:port.
+// An id on `ch` with its route resolved towards 127.0.0.1:port.
+rdma_cm_id* resolved_id(rdma_event_channel* ch, uint16_t port, rdma_port_space ps = RDMA_PS_TCP) {
+  rdma_cm_id* id = nullptr;
+  EXPECT_EQ(rdma_create_id(ch, &id, nullptr, ps), 0);
+  sockaddr_in dst = loopback(port);
+  EXPECT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0);
+  ack_expected(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
+  EXPECT_EQ(rdma_resolve_route(id, 2000), 0);
+  ack_expected(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  return id;
+}
+
+// An active id with its route resolved towards 127.0.0.1:port, on a
+// channel of its own.
 struct Client {
   rdma_event_channel* ch = rdma_create_event_channel();
   rdma_cm_id* id = nullptr;
-  Client(uint16_t port, rdma_port_space ps = RDMA_PS_TCP) {
-    EXPECT_EQ(rdma_create_id(ch, &id, nullptr, ps), 0);
-    sockaddr_in dst = loopback(port);
-    EXPECT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0);
-    ack_expected(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
-    EXPECT_EQ(rdma_resolve_route(id, 2000), 0);
-    ack_expected(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
-  }
+  Client(uint16_t port, rdma_port_space ps = RDMA_PS_TCP) : id(resolved_id(ch, port, ps)) {}
   ~Client() {
     if (id->qp) rdma_destroy_qp(id);
     rdma_destroy_id(id);
@@ -878,18 +884,6 @@ int open_fds() {
   for (int fd = 0; fd < 65536; ++fd)
     if (fcntl(fd, F_GETFD) != -1) ++n;
   return n;
-}
-
-// An id on `ch` with its route resolved towards 127.0.0.1:port.
-rdma_cm_id* resolved_id(rdma_event_channel* ch, uint16_t port) {
-  rdma_cm_id* id = nullptr;
-  EXPECT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
-  sockaddr_in dst = loopback(port);
-  EXPECT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0);
-  ack_expected(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
-  EXPECT_EQ(rdma_resolve_route(id, 2000), 0);
-  ack_expected(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
-  return id;
 }
 
 // The listener's next request, accepted with a QP (on `cq`, or on CQs
