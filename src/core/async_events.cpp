@@ -74,8 +74,7 @@ bool raise_async(shm::PeerTable& peers, const shm::Peer& owner, uint32_t ctx_ind
   auto* cs = owner.at<shm::ContextShared>(owner.header()->contexts + ctx_index * sizeof(shm::ContextShared));
   if (!cs || !cs->in_use.load(std::memory_order_acquire)) return false;
   if (!append(cs, type, kind, id)) return false;
-  int fd = peers.doorbell_fd(owner, cs->doorbell, cs->doorbell_gen);
-  if (fd >= 0) shm::ring_fd(fd);
+  peers.ring_doorbell(owner, cs->doorbell, cs->doorbell_gen);
   return true;
 }
 

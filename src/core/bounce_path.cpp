@@ -191,8 +191,8 @@ bool bounce_copy(const shm::Peer& owner, shm::BounceOp op, uint32_t key, uint64_
   auto* shared = owner.at<shm::BounceShared>(owner.header()->bounce);
   if (!host || !shared) return false;
   const uint32_t bell = shared->doorbell.load(std::memory_order_acquire);
-  const int fd = bell ? host->peers().doorbell_fd(owner, bell - 1, shared->doorbell_gen.load()) : -1;
-  if (fd < 0) {
+  const uint32_t bell_gen = shared->doorbell_gen.load();
+  if (!bell) {
     SV_INFO("pid %d has no bounce service: its memory is out of reach", owner.pid);
     return false;
   }
@@ -216,7 +216,13 @@ bool bounce_copy(const shm::Peer& owner, shm::BounceOp op, uint32_t key, uint64_
     s->len = n;
     s->staging_off = staging_off;
     s->state.store(shm::kBouncePosted, std::memory_order_release);
-    shm::ring_fd(fd);
+    if (!host->peers().ring_doorbell(owner, bell - 1, bell_gen)) {  // its bounce service is gone
+      SV_INFO("pid %d has no bounce service: its memory is out of reach", owner.pid);
+      s->state.store(shm::kBounceIdle, std::memory_order_relaxed);
+      s->holder.store(0, std::memory_order_release);
+      ok = false;
+      break;
+    }
     const uint32_t result = wait_done(*s, owner);
     if (result == shm::kBouncePosted) {  // the owner died: its slots died with it
       ok = false;

@@ -422,8 +422,7 @@ bool push_shared(shm::PeerTable& peers, const shm::Peer& owner, shm::CqShared* c
   // Without a completion channel there is nobody to wake.
   uint32_t bell = cq->doorbell.load(std::memory_order_acquire);
   if (bell && consume_arm(cq, wants_event(c))) {
-    int fd = peers.doorbell_fd(owner, bell - 1, cq->doorbell_gen.load(std::memory_order_relaxed));
-    if (fd >= 0) shm::ring_fd(fd);
+    peers.ring_doorbell(owner, bell - 1, cq->doorbell_gen.load(std::memory_order_relaxed));
   }
   return true;
 }

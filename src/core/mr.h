@@ -68,10 +68,15 @@ struct MrView {
   // as the application's buffer, there until the MR is deregistered even if
   // the application unmaps the buffer first.
   uint8_t* overlay_at(uint8_t* arena, uint64_t arena_size, uint64_t addr, uint64_t len) const {
+    const uint64_t off = overlay_offset(addr);
+    return off && off <= arena_size && len <= arena_size - off ? arena + off : nullptr;
+  }
+  // The arena offset of `addr` of an overlaid MR; 0 when not overlaid (no
+  // overlay begins at offset 0: the arena's header is there).
+  uint64_t overlay_offset(uint64_t addr) const {
     const uint64_t v = owner_vaddr(addr);
-    if (path != shm::kMrOverlay || v < overlay_page) return nullptr;
-    const uint64_t off = overlay_off + (v - overlay_page);
-    return off <= arena_size && len <= arena_size - off ? arena + off : nullptr;
+    if (path != shm::kMrOverlay || v < overlay_page) return 0;
+    return overlay_off + (v - overlay_page);
   }
 };
 

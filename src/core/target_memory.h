@@ -11,6 +11,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "core/limits.h"
 #include "core/mr.h"
 #include "shm/peers.h"
 
@@ -41,7 +42,9 @@ inline void copy_bytes(void* dst, const void* src, size_t len) {
 // application unmapped its registered buffer (without deregistering it)
 // goes to the pages the MR still holds, as on a NIC, not to a fault.
 inline uint8_t* overlay_ptr(const shm::Peer& owner, const MrView& mr, uint64_t addr, size_t len) {
-  return mr.overlay_at(owner.base, owner.size, addr, len);
+  static_assert(limits::kMaxMsgSize <= shm::kOverlayReach, "a message fits one overlay window's mapping");
+  const uint64_t off = mr.overlay_offset(addr);
+  return off ? owner.overlay(off, len) : nullptr;
 }
 
 // RDMA WRITE data lands as a NIC's DMA puts it: in address order, each byte

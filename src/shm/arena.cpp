@@ -21,14 +21,14 @@ constexpr uint64_t kPage = 4096;
 constexpr uint64_t kQuarantineNs = 2'000'000'000ull;  // see extent_allocator.h
 constexpr uint64_t kHeapBegin = 16ull << 20;
 
+}  // namespace
+
 // The heap holds queues: at most a sixteenth of the arena, at most 4 GiB;
 // the rest backs registered memory.
-uint64_t heap_end_for(uint64_t size) {
+uint64_t overlay_begin_for(uint64_t size) {
   uint64_t end = std::min<uint64_t>(size / 16, 4ull << 30);
   return std::max<uint64_t>(end, kHeapBegin + (64ull << 20));
 }
-
-}  // namespace
 
 Arena* Arena::create(uint64_t size) {
   int fd = memfd_create("softverbs-arena", MFD_CLOEXEC);
@@ -58,8 +58,8 @@ Arena::Arena(int fd, uint64_t ino, uint8_t* base, uint64_t size)
       ino_(ino),
       base_(base),
       size_(size),
-      heap_(kHeapBegin, heap_end_for(size), 64, kQuarantineNs),
-      overlay_space_(heap_end_for(size), size, kPage, kQuarantineNs) {
+      heap_(kHeapBegin, overlay_begin_for(size), 64, kQuarantineNs),
+      overlay_space_(overlay_begin_for(size), size, kPage, kQuarantineNs) {
   if (getrandom(&key_seed_, sizeof key_seed_, GRND_NONBLOCK) != sizeof key_seed_)
     key_seed_ = monotonic_ns() ^ (uint64_t(getpid()) << 32);  // (no entropy yet: still not a fixed sequence)
   ArenaHeader* h = header();
@@ -76,7 +76,7 @@ Arena::Arena(int fd, uint64_t ino, uint8_t* base, uint64_t size)
   h->contexts = place(sizeof(ContextShared) * kMaxContexts);
   h->bounce = place(sizeof(BounceShared));
   h->heap_begin = kHeapBegin;
-  h->heap_end = heap_end_for(size);
+  h->heap_end = overlay_begin_for(size);
   h->overlay_begin = h->heap_end;
   h->overlay_end = size;
   h->size = size;

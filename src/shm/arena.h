@@ -18,6 +18,10 @@
 
 namespace sv::shm {
 
+// Where the overlay region of an arena of `size` bytes begins: the end of
+// its tables and queues (what a peer maps of it at first).
+uint64_t overlay_begin_for(uint64_t size);
+
 class Arena : public PrivateHeapObject {
  public:
   // Creates the memfd and lays out the tables. nullptr (errno set) on failure.

@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "shm/arena.h"
+#include "shm/doorbell.h"
 #include "shm/fd_lender.h"
 #include "shm/registry.h"
 #include "shm/shared_lock.h"
@@ -61,7 +63,6 @@ const Peer* PeerTable::map_slow(uint32_t slot) {
   }
   for (auto it = retired_.begin(); it != retired_.end();) {
     if (it->second <= now) {
-      if (!it->first->self) munmap(it->first->base, it->first->size);
       delete it->first;
       it = retired_.erase(it);
     } else {
@@ -79,6 +80,7 @@ const Peer* PeerTable::map_slow(uint32_t slot) {
     p->self = true;
     p->base = own_arena_.base();
     p->size = own_arena_.size();
+    p->arena_size = own_arena_.size();
   } else {
     int fd = open_peer_fd(ps.pid, ps.arena_fd, ps.arena_ino, O_RDWR);
     struct stat st;
@@ -89,48 +91,114 @@ const Peer* PeerTable::map_slow(uint32_t slot) {
       delete p;
       return nullptr;
     }
-    void* m = mmap(nullptr, ps.arena_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    // Its tables and queues now; its overlay a window at a time (overlay()).
+    const uint64_t front = std::min(overlay_begin_for(ps.arena_size), ps.arena_size);
+    void* m = mmap(nullptr, front, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
     ::close(fd);
     if (m == MAP_FAILED) {
       SV_WARN("mapping the arena of pid %d failed: %s", ps.pid, strerror(errno));
       delete p;
       return nullptr;
     }
-    madvise(m, ps.arena_size, MADV_DONTFORK);
+    madvise(m, front, MADV_DONTFORK);
     p->base = static_cast<uint8_t*>(m);
-    p->size = ps.arena_size;
-    if (p->header()->magic != kArenaMagic || p->header()->version != kLayoutVersion) {
-      munmap(m, p->size);
+    p->size = front;
+    p->arena_size = ps.arena_size;
+    p->arena_fd = ps.arena_fd;
+    p->arena_ino = ps.arena_ino;
+    if (p->header()->magic != kArenaMagic || p->header()->version != kLayoutVersion ||
+        p->header()->overlay_begin != front) {
       delete p;
       return nullptr;
     }
+    p->make_windows();
   }
   table_[slot].store(p, std::memory_order_release);
   return p;
 }
 
-int PeerTable::doorbell_fd(const Peer& peer, uint32_t index, uint32_t gen) {
-  if (index >= kMaxDoorbells) return -1;
+bool PeerTable::ring_doorbell(const Peer& peer, uint32_t index, uint32_t gen) {
+  if (index >= kMaxDoorbells) return false;
   const DoorbellEntry* e = peer.at<DoorbellEntry>(peer.header()->doorbells + index * sizeof(DoorbellEntry));
-  if (!e || e->gen.load(std::memory_order_acquire) != gen) return -1;
-  std::lock_guard g(mu_);
+  if (!e || e->gen.load(std::memory_order_acquire) != gen) return false;
+  std::lock_guard g(bells_mu_);
   auto key = std::make_tuple(peer.slot, peer.incarnation, index);
   auto it = bells_.find(key);
-  if (it != bells_.end()) {
-    if (it->second.gen == gen) return it->second.fd;
+  if (it != bells_.end() && it->second.gen != gen) {
     ::close(it->second.fd);
     bells_.erase(it);
+    it = bells_.end();
   }
-  // Our own doorbells are opened the same way: it keeps one code path and
-  // the cost is paid once per doorbell.
-  int fd = open_peer_fd(peer.pid, e->write_fd, e->ino, O_WRONLY | O_NONBLOCK);
+  if (it == bells_.end()) {
+    // Our own doorbells are opened the same way: it keeps one code path and
+    // the cost is paid once per doorbell.
+    int fd = open_peer_fd(peer.pid, e->write_fd, e->ino, O_WRONLY | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || st.st_ino != e->ino) {
+      if (fd >= 0) ::close(fd);
+      return false;
+    }
+    if (bells_.size() >= kMaxOpenBells) {  // the least recently rung goes: a process may have thousands of peers
+      auto oldest = bells_.begin();
+      for (auto b = bells_.begin(); b != bells_.end(); ++b)
+        if (b->second.last_rung < oldest->second.last_rung) oldest = b;
+      ::close(oldest->second.fd);
+      bells_.erase(oldest);
+    }
+    it = bells_.emplace(key, OpenBell{gen, fd, 0}).first;
+  }
+  it->second.last_rung = ++bells_clock_;
+  ring_fd(it->second.fd);
+  return true;
+}
+
+size_t PeerTable::open_bells() const {
+  std::lock_guard g(bells_mu_);
+  return bells_.size();
+}
+
+Peer::~Peer() {
+  if (self) return;
+  for (uint64_t w = 0; w < window_count_; ++w)
+    if (uint8_t* m = windows_[w].load(std::memory_order_relaxed))
+      munmap(m, std::min(arena_size - (w << kOverlayWindowShift), uint64_t{(1ull << kOverlayWindowShift) + kOverlayReach}));
+  if (windows_) private_heap().deallocate(windows_, window_count_ * sizeof *windows_, alignof(std::atomic<uint8_t*>));
+  if (base) munmap(base, size);
+}
+
+void Peer::make_windows() {
+  window_count_ = (arena_size + (1ull << kOverlayWindowShift) - 1) >> kOverlayWindowShift;
+  // (On our own heap, as the Peer: util/private_heap.h says why.)
+  void* a = private_heap().allocate(window_count_ * sizeof *windows_, alignof(std::atomic<uint8_t*>));
+  windows_ = static_cast<std::atomic<uint8_t*>*>(a);
+  for (uint64_t w = 0; w < window_count_; ++w) new (&windows_[w]) std::atomic<uint8_t*>(nullptr);
+}
+
+// Window `w` of the overlay: [w GiB, w GiB + 1 GiB + kOverlayReach) of the
+// arena, clipped at its end, mapped once and kept while the Peer lives.
+uint8_t* Peer::map_window(uint64_t w) const {
+  if (w >= window_count_) return nullptr;
+  std::lock_guard g(window_mu_);
+  if (uint8_t* m = windows_[w].load(std::memory_order_acquire)) return m;
+  const uint64_t begin = w << kOverlayWindowShift;
+  const uint64_t len = std::min(arena_size - begin, uint64_t{(1ull << kOverlayWindowShift) + kOverlayReach});
+  int fd = open_peer_fd(pid, arena_fd, arena_ino, O_RDWR);
   struct stat st;
-  if (fd < 0 || fstat(fd, &st) != 0 || st.st_ino != e->ino) {
+  if (fd < 0 || fstat(fd, &st) != 0 || st.st_ino != arena_ino) {
+    SV_INFO("cannot map memory of pid %d (slot %u): %s", pid, slot, fd < 0 ? strerror(errno) : "it is gone");
     if (fd >= 0) ::close(fd);
-    return -1;
+    return nullptr;
   }
-  bells_[key] = OpenBell{gen, fd};
-  return fd;
+  void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, static_cast<off_t>(begin));
+  ::close(fd);
+  if (m == MAP_FAILED) {
+    SV_WARN("mapping %lu MiB of the memory of pid %d failed: %s", static_cast<unsigned long>(len >> 20), pid,
+            strerror(errno));
+    return nullptr;
+  }
+  madvise(m, len, MADV_DONTFORK);
+  windows_[w].store(static_cast<uint8_t*>(m), std::memory_order_release);
+  return static_cast<uint8_t*>(m);
 }
 
 }  // namespace sv::shm

@@ -16,10 +16,20 @@ ga=$(ip netns exec "$a" "$(dirname "$0")/../common/loopback_gid.sh") && gb=$(ip 
   { echo "no ::ffff:127.0.0.1 GID"; exit 1; }
 ip netns exec "$a" timeout 8 ibv_ud_pingpong -g "$ga" -n 5 >/dev/null 2>&1 &
 server=$!
+# Each namespace host has a registry of its own, so the client, the first
+# process of host B, would get the server's QPN (0x010000) and send to its
+# own QP, as a NIC would: a process of B holds B's first slot meanwhile.
+ip netns exec "$b" timeout 8 ibv_ud_pingpong -g "$gb" -p 18516 -n 5 >/dev/null 2>&1 &
+holder=$!
 sleep 0.5
-ip netns exec "$b" timeout 4 ibv_ud_pingpong -g "$gb" -n 5 10.94.0.1
+out=$(ip netns exec "$b" timeout 4 stdbuf -oL ibv_ud_pingpong -g "$gb" -n 5 10.94.0.1 2>&1)
 rc=$?
-kill "$server" 2>/dev/null; wait "$server" 2>/dev/null
+echo "$out"
+kill "$server" "$holder" 2>/dev/null; wait "$server" "$holder" 2>/dev/null
+qpns=$(grep -o 'QPN 0x[0-9a-f]*' <<<"$out" | sort -u | wc -l)
+if ((qpns == 1)); then
+  echo "the client's QPN is the server's: the test proves nothing"; exit 1
+fi
 if ((rc == 0)); then
   echo "the ping-pong to the other namespace's 127.0.0.1 completed: shared memory crossed namespaces"
   exit 1
