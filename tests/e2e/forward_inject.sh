@@ -47,9 +47,20 @@ finish() {  # finish: waits for the pair; sets src crc
   server= client=
 }
 fail=0
-# 1. The user's own domain: nobody cannot reach the socket at all.
-run_pair 2000
-sock=$(ls -d /dev/shm/softverbs-uid0/roce-*-"$slot" 2>/dev/null | head -1)
+# 1. The user's own domain: nobody cannot reach the socket at all. The
+# socket is named by host B's namespace and the client's slot; it is bound
+# when the client's network transport starts, after it printed the remote
+# address (the file of another namespace's slot, left by a killed process,
+# is no proof: the glob roce-*-SLOT found one, or none when the test looked
+# too soon, failing under ASan in CI). The pair lives ~1 s.
+run_pair 20000
+netns=$(ip netns exec "$b" stat -L -c %i /proc/self/ns/net)
+sock=
+for _ in $(seq 500); do
+  [[ -S /dev/shm/softverbs-uid0/roce-$netns-$slot ]] && { sock=/dev/shm/softverbs-uid0/roce-$netns-$slot; break; }
+  kill -0 "$client" 2>/dev/null || break
+  sleep 0.01
+done
 reach=$(ip netns exec "$b" "${as_nobody[@]}" /usr/bin/python3 -c '
 import socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)

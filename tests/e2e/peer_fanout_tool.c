@@ -3,8 +3,9 @@
 // on a completion channel; the parent then sends each of them a UD message
 // (the data lands in the child's registered memory, the child's doorbell
 // wakes it) and waits for every child to say it got its own message intact.
-// It prints how many arrived, the parent's address space (VmSize), its open
-// descriptors and its mappings of other processes' arenas.
+// It prints how many arrived, the address space the parent's arena
+// mappings take (its own and what it mapped of the others'), its open
+// descriptors, and its VmSize.
 //   peer_fanout_tool N
 #include <dirent.h>
 #include <errno.h>
@@ -99,14 +100,22 @@ static int count_fds(void) {
   return n - 1;  // (the directory's own)
 }
 
-// Mappings of other processes' arenas: the memfd "softverbs-arena" lines
-// beyond our own arena's one.
-static int arena_mappings(void) {
+// Mappings of arenas (the memfds "softverbs-arena": our own, whole, and
+// what we mapped of our peers'): how many, and their GiB in all. (Not
+// VmSize: a sanitizer's shadow memory is tens of TiB of it.)
+static int arena_mappings(long* gib) {
   FILE* f = fopen("/proc/self/maps", "r");
   char line[512];
   int n = 0;
-  while (f && fgets(line, sizeof line, f)) n += strstr(line, "softverbs-arena") != NULL;
+  unsigned long long bytes = 0;
+  while (f && fgets(line, sizeof line, f)) {
+    unsigned long long lo, hi;
+    if (!strstr(line, "softverbs-arena") || sscanf(line, "%llx-%llx", &lo, &hi) != 2) continue;
+    ++n;
+    bytes += hi - lo;
+  }
   if (f) fclose(f);
+  *gib = (long)(bytes >> 30);
   return n;
 }
 
@@ -164,7 +173,9 @@ int main(int argc, char** argv) {
     waitpid(kids[i], &st, 0);
     if (WIFEXITED(st) && WEXITSTATUS(st) == 0) ++intact;
   }
-  printf("peers %d sent %d failed %d received_intact %d vm_size_gib %ld open_fds %d arena_mappings %d\n", n, sent,
-         failed, intact, status_kb("VmSize:") >> 20, count_fds(), arena_mappings());
+  long arena_gib = 0;
+  const int maps = arena_mappings(&arena_gib);
+  printf("peers %d sent %d failed %d received_intact %d arena_gib %ld open_fds %d arena_mappings %d vm_size_gib %ld\n",
+         n, sent, failed, intact, arena_gib, count_fds(), maps, status_kb("VmSize:") >> 20);
   return intact == n && sent == n ? 0 : 1;
 }
