@@ -25,12 +25,22 @@ constexpr uint64_t kRetireGraceNs = 5'000'000'000ull;
 // Descriptor `fd` of process `pid` (open there on inode `ino`), opened
 // anew through /proc; where a user namespace between us closes /proc to
 // us (EACCES), lent by the process itself (shm/fd_lender.h says when).
+// -1 with errno ESTALE when what we got is not on `ino` (the process or
+// its descriptor was replaced).
 int open_peer_fd(pid_t pid, int fd, uint64_t ino, int flags) {
   const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
   int f = ::open(path.c_str(), flags | O_CLOEXEC);
-  if (f >= 0 || (errno != EACCES && errno != EPERM)) return f;
-  return borrow_fd(pid, fd, ino);
+  if (f < 0 && (errno == EACCES || errno == EPERM)) f = borrow_fd(pid, fd, ino);
+  struct stat st;
+  if (f >= 0 && (fstat(f, &st) != 0 || st.st_ino != ino)) {
+    ::close(f);
+    errno = ESTALE;
+    return -1;
+  }
+  return f;
 }
+
+const char* why_not_opened() { return errno == ESTALE ? "it is gone" : strerror(errno); }
 }  // namespace
 
 PeerTable::PeerTable(Registry& registry, Arena& own_arena, uint32_t own_slot)
@@ -83,11 +93,8 @@ const Peer* PeerTable::map_slow(uint32_t slot) {
     p->arena_size = own_arena_.size();
   } else {
     int fd = open_peer_fd(ps.pid, ps.arena_fd, ps.arena_ino, O_RDWR);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || st.st_ino != ps.arena_ino) {
-      SV_INFO("cannot map the arena of pid %d (slot %u): %s", ps.pid, slot,
-              fd < 0 ? strerror(errno) : "it is gone");
-      if (fd >= 0) ::close(fd);
+    if (fd < 0) {
+      SV_INFO("cannot map the arena of pid %d (slot %u): %s", ps.pid, slot, why_not_opened());
       delete p;
       return nullptr;
     }
@@ -133,11 +140,7 @@ bool PeerTable::ring_doorbell(const Peer& peer, uint32_t index, uint32_t gen) {
     // Our own doorbells are opened the same way: it keeps one code path and
     // the cost is paid once per doorbell.
     int fd = open_peer_fd(peer.pid, e->write_fd, e->ino, O_WRONLY | O_NONBLOCK);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || st.st_ino != e->ino) {
-      if (fd >= 0) ::close(fd);
-      return false;
-    }
+    if (fd < 0) return false;
     if (bells_.size() >= kMaxOpenBells) {  // the least recently rung goes: a process may have thousands of peers
       auto oldest = bells_.begin();
       for (auto b = bells_.begin(); b != bells_.end(); ++b)
@@ -152,16 +155,10 @@ bool PeerTable::ring_doorbell(const Peer& peer, uint32_t index, uint32_t gen) {
   return true;
 }
 
-size_t PeerTable::open_bells() const {
-  std::lock_guard g(bells_mu_);
-  return bells_.size();
-}
-
 Peer::~Peer() {
   if (self) return;
   for (uint64_t w = 0; w < window_count_; ++w)
-    if (uint8_t* m = windows_[w].load(std::memory_order_relaxed))
-      munmap(m, std::min(arena_size - (w << kOverlayWindowShift), uint64_t{(1ull << kOverlayWindowShift) + kOverlayReach}));
+    if (uint8_t* m = windows_[w].load(std::memory_order_relaxed)) munmap(m, window_bytes(w));
   if (windows_) private_heap().deallocate(windows_, window_count_ * sizeof *windows_, alignof(std::atomic<uint8_t*>));
   if (base) munmap(base, size);
 }
@@ -175,18 +172,21 @@ void Peer::make_windows() {
 }
 
 // Window `w` of the overlay: [w GiB, w GiB + 1 GiB + kOverlayReach) of the
-// arena, clipped at its end, mapped once and kept while the Peer lives.
+// arena, clipped at its end.
+uint64_t Peer::window_bytes(uint64_t w) const {
+  return std::min(arena_size - (w << kOverlayWindowShift), uint64_t{(1ull << kOverlayWindowShift) + kOverlayReach});
+}
+
+// Window `w`, mapped once and kept while the Peer lives.
 uint8_t* Peer::map_window(uint64_t w) const {
   if (w >= window_count_) return nullptr;
   std::lock_guard g(window_mu_);
   if (uint8_t* m = windows_[w].load(std::memory_order_acquire)) return m;
   const uint64_t begin = w << kOverlayWindowShift;
-  const uint64_t len = std::min(arena_size - begin, uint64_t{(1ull << kOverlayWindowShift) + kOverlayReach});
+  const uint64_t len = window_bytes(w);
   int fd = open_peer_fd(pid, arena_fd, arena_ino, O_RDWR);
-  struct stat st;
-  if (fd < 0 || fstat(fd, &st) != 0 || st.st_ino != arena_ino) {
-    SV_INFO("cannot map memory of pid %d (slot %u): %s", pid, slot, fd < 0 ? strerror(errno) : "it is gone");
-    if (fd >= 0) ::close(fd);
+  if (fd < 0) {
+    SV_INFO("cannot map memory of pid %d (slot %u): %s", pid, slot, why_not_opened());
     return nullptr;
   }
   void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, static_cast<off_t>(begin));

@@ -79,6 +79,7 @@ struct Peer : PrivateHeapObject {
   void make_windows();
 
  private:
+  uint64_t window_bytes(uint64_t w) const;
   uint8_t* map_window(uint64_t w) const;
   uint64_t window_count_ = 0;
   std::atomic<uint8_t*>* windows_ = nullptr;  // window_count_ of them; nullptr: not mapped yet
@@ -99,7 +100,6 @@ class PeerTable {
   // died).
   bool ring_doorbell(const Peer& peer, uint32_t index, uint32_t gen);
   static constexpr size_t kMaxOpenBells = 128;
-  size_t open_bells() const;
 
   Registry& registry() const { return registry_; }
   // This process's identity as a holder of shared locks (shared_lock.h).
@@ -120,7 +120,7 @@ class PeerTable {
     int fd;
     uint64_t last_rung;  // bells_clock_ then
   };
-  mutable std::mutex bells_mu_;  // bells_: a descriptor is written only under it (it may be closed)
+  std::mutex bells_mu_;  // bells_: a descriptor is written only under it (it may be closed)
   PrivateMap<std::tuple<uint32_t, uint32_t, uint32_t>, OpenBell> bells_;
   uint64_t bells_clock_ = 0;
 };

@@ -262,18 +262,18 @@ std::string choose_view_dir() {
 
 std::mutex refresh_mu;
 
-// The view's contents, as a line of text: FNV-1a over every entry's path
-// and contents (files) or target (links), in path order. (A hidden name:
-// no sysfs reader lists it, and a program whose sysfs root is the view
-// sees only what /sys would show.)
+// The view's own files, in its root. (Hidden names: no sysfs reader lists
+// them, and a program whose sysfs root is the view sees only what /sys
+// would show.)
 constexpr const char* kStampName = ".softverbs-view-stamp";
+constexpr const char* kLockName = ".softverbs-view-lock";
 
 // An exclusive flock of the view's lock file while it lives (none if the
 // file cannot be opened: refreshing unlocked is what was done before).
 class ViewLock {
  public:
   explicit ViewLock(const std::string& dir)
-      : fd_(open((dir + "/.softverbs-view-lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644)) {
+      : fd_(open((dir + "/" + kLockName).c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644)) {
     if (fd_ >= 0) flock(fd_, LOCK_EX);
   }
   ~ViewLock() {
@@ -286,6 +286,8 @@ class ViewLock {
   int fd_;
 };
 
+// The view's contents, as a line of text: FNV-1a over every entry's path
+// and contents (files) or target (links), in path order.
 std::string view_stamp(const Files& files, const Links& links) {
   uint64_t h = 0xcbf29ce484222325ull;
   auto mix = [&h](const std::string& s) {
@@ -328,8 +330,10 @@ std::string refresh_sysfs_view() {
   remove_stale(dir, port + "gid_attrs/types/", files, links);
   remove_stale(dir, port + "gid_attrs/ndevs/", files, links);
   remove_stale(dir, "class/infiniband/" + knobs().device_name + "/device/net/", files, links);
-  if (!ok) SV_WARN("sysfs view: could not write every file under %s (%s)", dir.c_str(), strerror(errno));
-  if (ok) put_file(dir, kStampName, stamp);
+  if (ok)
+    put_file(dir, kStampName, stamp);
+  else
+    SV_WARN("sysfs view: could not write every file under %s (%s)", dir.c_str(), strerror(errno));
   return dir;
 }
 
