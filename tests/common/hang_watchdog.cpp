@@ -5,8 +5,8 @@
 // runs (in CI, never locally) is then all but impossible to chase. This
 // listener, linked into each gtest binary, arms a deadline when a test
 // starts; if the test is still running when it passes, it prints every
-// thread's stack (gdb, when installed; else each thread's kernel wait
-// channel) and aborts, well inside CTest's limit.
+// thread's kernel wait channel and stack (gdb's, when installed:
+// tests/common/process_stacks.h) and aborts, well inside CTest's limit.
 //
 // The deadline: SOFTVERBS_TEST_HANG_S seconds (0 turns the watchdog off),
 // else SOFTVERBS_TEST_HANG_DEFAULT_S, which each binary's CMakeLists sets
@@ -14,66 +14,23 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <mutex>
 #include <string>
 #include <new>
 
-#include <dirent.h>
+#include "process_stacks.h"
 
 namespace {
 
 int hang_seconds() {
   if (const char* v = std::getenv("SOFTVERBS_TEST_HANG_S")) return std::atoi(v);
   return SOFTVERBS_TEST_HANG_DEFAULT_S;
-}
-
-std::string read_first_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
-// Without gdb: each thread's name, state and where in the kernel it waits.
-void print_wait_channels() {
-  DIR* d = opendir("/proc/self/task");
-  if (!d) return;
-  while (dirent* t = readdir(d)) {
-    if (t->d_name[0] == '.') continue;
-    const std::string dir = std::string("/proc/self/task/") + t->d_name;
-    std::fprintf(stderr, "  thread %s (%s): wchan %s, syscall %s\n", t->d_name,
-                 read_first_line(dir + "/comm").c_str(), read_first_line(dir + "/wchan").c_str(),
-                 read_first_line(dir + "/syscall").c_str());
-  }
-  closedir(d);
-}
-
-// Every thread's backtrace, by gdb attached to this process.
-bool print_gdb_backtraces() {
-  if (access("/usr/bin/gdb", X_OK) != 0) return false;
-  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY);  // Yama: let our child attach to us
-  const std::string pid = std::to_string(getpid());
-  pid_t child = fork();
-  if (child < 0) return false;
-  if (child == 0) {
-    dup2(STDERR_FILENO, STDOUT_FILENO);
-    execl("/usr/bin/gdb", "gdb", "-q", "-batch", "-nx", "-p", pid.c_str(), "-ex", "thread apply all bt",
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 // The deadline and the thread that watches it. Never destroyed: gtest
@@ -125,7 +82,7 @@ class Watch {
       std::fprintf(stderr, "\n*** %s still running after %d s (SOFTVERBS_TEST_HANG_S): the threads' stacks\n",
                    name_, seconds_);
       g.unlock();
-      if (!print_gdb_backtraces()) print_wait_channels();
+      sv::test::print_process_stacks(getpid());
       std::fprintf(stderr, "*** aborting the hung test\n");
       std::abort();
     }

@@ -6,11 +6,27 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "process_stacks.h"
 #include "sanitizers.h"
 #include "shm/host.h"
 
 namespace sv::shm {
 namespace {
+
+// The child dies with the test, whichever way the test ends: a child left
+// hung in its attach would hold the registry's lock, and every later
+// process of this namespace would wait on it (the TSan job's next attach
+// hung so in CI, after this test had given up on its child).
+struct KilledAtExit {
+  pid_t pid;
+  void kill_now() {
+    if (pid <= 0) return;
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    pid = 0;  // (reaped: its number may be another process's now)
+  }
+  ~KilledAtExit() { kill_now(); }
+};
 
 TEST(Liveness, KilledPeerIsSeenDead) {
   SV_SKIP_IF_FORK_UNSUPPORTED();
@@ -26,9 +42,14 @@ TEST(Liveness, KilledPeerIsSeenDead) {
     pause();
     _exit(0);
   }
+  KilledAtExit reaper{child};
   uint32_t slot = 0;
   pollfd pfd{fds[0], POLLIN, 0};
-  ASSERT_EQ(poll(&pfd, 1, 10000), 1) << "the child did not report its slot";
+  if (poll(&pfd, 1, 20000) != 1) {
+    std::fprintf(stderr, "the child %d did not report its slot in 20 s; its threads:\n", child);
+    test::print_process_stacks(child);
+    FAIL() << "the child did not report its slot";
+  }
   ASSERT_EQ(read(fds[0], &slot, sizeof slot), static_cast<ssize_t>(sizeof slot));
   ASSERT_NE(slot, 0u);
   ASSERT_NE(slot, host->slot());
@@ -37,8 +58,7 @@ TEST(Liveness, KilledPeerIsSeenDead) {
   EXPECT_TRUE(peer->alive());
   EXPECT_EQ(peer->pid, child);
   const uint32_t incarnation = peer->incarnation;
-  kill(child, SIGKILL);
-  waitpid(child, nullptr, 0);
+  reaper.kill_now();
   // Dead slots are reusable at once: another process (tests run in
   // parallel) may already own it again, under a new incarnation.
   const ProcSlot& ps = host->registry().proc(slot);
