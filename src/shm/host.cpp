@@ -88,24 +88,31 @@ Host* Host::get() {
   start_fd_lender();
   uint32_t refused = 0;
   bool refused_by_service = false;
-  uint32_t slot = reg->claim(arena->fd(), arena->inode(), arena->size(), [](pthread_mutex_t* m) { keeper_hold(m); },
-                             [&](uint32_t s) {
-                               uint32_t holder;
-                               if (refused_by_service) return false;
-                               if (!service || service->lease(s, &holder)) return true;
-                               if (holder == HostService::kRefusedByService) {  // (said by lease)
-                                 refused_by_service = true;
-                                 return false;
-                               }
-                               if (holder == UINT32_MAX) {  // the service is gone or stuck
-                                 SV_WARN("the host service did not lease a slot: working without it");
-                                 service.reset();
-                                 return true;
-                               }
-                               SV_DEBUG("registry slot %u is leased to uid %u on this host", s, holder);
-                               ++refused;
-                               return false;
-                             });
+  auto may_take = [&](uint32_t s) {
+    uint32_t holder;
+    if (refused_by_service) return false;
+    if (!service || service->lease(s, &holder)) return true;
+    if (holder == HostService::kRefusedByService) {  // (said by lease)
+      refused_by_service = true;
+      return false;
+    }
+    if (holder == UINT32_MAX) {  // the service is gone or stuck
+      SV_WARN("the host service did not lease a slot: working without it");
+      service.reset();
+      return true;
+    }
+    SV_DEBUG("registry slot %u is leased to uid %u on this host", s, holder);
+    ++refused;
+    return false;
+  };
+  uint32_t slot;
+  // (A registry removed while we attached, as its namespace looked idle to
+  // another's first process: this namespace's registry is opened anew.)
+  while ((slot = reg->claim(arena->fd(), arena->inode(), arena->size(), [](pthread_mutex_t* m) { keeper_hold(m); },
+                            may_take)) == Registry::kRemoved) {
+    delete reg;
+    if (!(reg = Registry::open_or_create())) return nullptr;
+  }
   if (refused_by_service) {
     errno = EAGAIN;
     return nullptr;

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 
+#include "shm/idle_namespaces.h"
 #include "shm/robust_mutex.h"
 #include "shm/runtime_dir.h"
 #include "util/clock.h"
@@ -56,35 +57,39 @@ Registry* Registry::open_or_create() {
     if (dir.empty()) return nullptr;  // said why
     path = dir + "/registry" + registry_suffix();
   }
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, k.domain_mode);
-  if (fd < 0) {
-    SV_ERROR("cannot open registry %s: %s", path.c_str(), strerror(errno));
-    return nullptr;
-  }
+  int fd = -1;
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    errno = EACCES;
-    return nullptr;
-  }
-  // Ours, unless the user chose the domain explicitly (opting in to sharing).
-  if (st.st_uid != geteuid() && !named) {
-    SV_ERROR("registry %s belongs to uid %u, not us; set SOFTVERBS_DOMAIN to share", path.c_str(),
-             st.st_uid);
-    ::close(fd);
-    errno = EACCES;
-    return nullptr;
-  }
-  flock(fd, LOCK_EX);
-  // The size again, under the lock: read before it, it may be that of the
-  // empty file another process has initialised since, and taking it for new
-  // would wipe the slots that process and others have claimed meanwhile
-  // (processes starting together in a new domain shared slots).
-  if (fstat(fd, &st) != 0) {
+  for (;;) {
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, k.domain_mode);
+    if (fd < 0) {
+      SV_ERROR("cannot open registry %s: %s", path.c_str(), strerror(errno));
+      return nullptr;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      errno = EACCES;
+      return nullptr;
+    }
+    // Ours, unless the user chose the domain explicitly (opting in to sharing).
+    if (st.st_uid != geteuid() && !named) {
+      SV_ERROR("registry %s belongs to uid %u, not us; set SOFTVERBS_DOMAIN to share", path.c_str(),
+               st.st_uid);
+      ::close(fd);
+      errno = EACCES;
+      return nullptr;
+    }
+    flock(fd, LOCK_EX);
+    // Still the namespace's registry: a process that found the namespace
+    // gone may have removed it while we waited for the lock
+    // (shm/idle_namespaces.h). Then a new one is made.
+    if (fstat(fd, &st) == 0 && st.st_nlink > 0) break;
     flock(fd, LOCK_UN);
     ::close(fd);
-    return nullptr;
   }
+  // (The size is read under the lock: read before it, it may be that of
+  // the empty file another process has initialised since, and taking it for
+  // new would wipe the slots that process and others have claimed meanwhile:
+  // processes starting together in a new domain shared slots.)
   bool fresh = false;
   if (static_cast<size_t>(st.st_size) < sizeof(RegistryHeader)) {
     // Its pages are allocated now, not at first touch: on a full /dev/shm
@@ -123,10 +128,24 @@ Registry* Registry::open_or_create() {
     hdr->magic = kRegistryMagic;
   }
   flock(fd, LOCK_UN);
+  // The first process of a namespace removes what namespaces that are gone
+  // left (once per namespace: a machine that runs namespace tests makes
+  // hundreds). Not in a domain named on purpose: its files are shared.
+  if (fresh && !named) remove_state_of_idle_namespaces(runtime_dir());
   return new Registry(fd, hdr, path);
 }
 
+Registry::~Registry() {
+  munmap(hdr_, sizeof(RegistryHeader));
+  ::close(fd_);
+}
+
 void Registry::lock_file() { flock(fd_, LOCK_EX); }
+
+bool Registry::still_linked() const {
+  struct stat st;
+  return fstat(fd_, &st) == 0 && st.st_nlink > 0;
+}
 void Registry::unlock_file() { flock(fd_, LOCK_UN); }
 
 // The slots a new process may take, best first: those never used, then

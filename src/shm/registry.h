@@ -28,11 +28,18 @@ class Registry : public PrivateHeapObject {
   // `may_take(slot)` is asked last about a slot found free here, and may
   // refuse it (the host service leased it to another user): then the next
   // one is tried. Returns the slot number, or 0 if all slots are in use by
-  // live processes (or refused).
+  // live processes (or refused), or kRemoved when the file is no longer
+  // the namespace's registry (removed meanwhile as idle: shm/idle_namespaces.h),
+  // and the caller opens it anew.
+  static constexpr uint32_t kRemoved = UINT32_MAX;
   template <typename LockAlive, typename MayTake>
   uint32_t claim(int arena_fd, uint64_t arena_ino, uint64_t arena_size, LockAlive&& lock_alive, MayTake&& may_take);
 
   const std::string& path() const { return path_; }
+
+  ~Registry();
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
 
  private:
   Registry(int fd, RegistryHeader* hdr, std::string path) : fd_(fd), hdr_(hdr), path_(std::move(path)) {}
@@ -41,6 +48,7 @@ class Registry : public PrivateHeapObject {
   void fill_slot(uint32_t slot, int arena_fd, uint64_t arena_ino, uint64_t arena_size);
   void lock_file();
   void unlock_file();
+  bool still_linked() const;
 
   int fd_;
   RegistryHeader* hdr_;
@@ -51,6 +59,10 @@ template <typename LockAlive, typename MayTake>
 uint32_t Registry::claim(int arena_fd, uint64_t arena_ino, uint64_t arena_size, LockAlive&& lock_alive,
                          MayTake&& may_take) {
   lock_file();
+  if (!still_linked()) {
+    unlock_file();
+    return kRemoved;
+  }
   uint32_t slot = 0;
   for (uint32_t candidate : claimable_slots())
     if (may_take(candidate)) {

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <endian.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <net/if.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -23,9 +24,12 @@
 #include "core/device_profile.h"
 #include "core/gid_table.h"
 #include "core/limits.h"
+#include "shm/idle_namespaces.h"
 #include "shm/registry.h"
+#include "shm/runtime_dir.h"
 #include "util/knobs.h"
 #include "util/log.h"
+#include "util/namespaces_in_use.h"
 #include "util/unix_socket_address.h"
 
 namespace sv::abi {
@@ -241,12 +245,63 @@ bool own_directory(const std::string& dir) {
          (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
 }
 
+// The view's own files, in its root. (Hidden names: no sysfs reader lists
+// them, and a program whose sysfs root is the view sees only what /sys
+// would show.)
+constexpr const char* kStampName = ".softverbs-view-stamp";
+constexpr const char* kLockName = ".softverbs-view-lock";
+
+int remove_entry(const char* path, const struct stat*, int type, FTW*) {
+  if (type == FTW_DP)
+    rmdir(path);
+  else
+    unlink(path);
+  return 0;
+}
+
+// The views of namespaces that are gone (a test's `ip netns del`), ~0.6 MB
+// of tmpfs each, which no process of theirs comes back to use. A view in
+// use is a namespace in use: its processes are in it (softverbs-run's
+// session too, whose mount of the view is held by its processes); and
+// where those are hidden from us (a pid namespace of their own), those
+// holding the device still hold slots in its registry.
+void remove_views_of_gone_namespaces(const std::string& base, uint64_t own) {
+  std::vector<std::string> gone;
+  DIR* d = opendir(base.c_str());
+  if (!d) return;
+  const auto in_use = network_namespaces_in_use();
+  while (dirent* e = readdir(d)) {
+    if (std::strncmp(e->d_name, "net", 3) != 0) continue;
+    char* end = nullptr;
+    const uint64_t netns = std::strtoull(e->d_name + 3, &end, 10);
+    if (netns && netns != own && *end == '\0' && !in_use.count(netns) &&
+        shm::namespace_registry_idle(shm::runtime_dir(), netns))
+      gone.push_back(base + "/" + e->d_name);
+  }
+  closedir(d);
+  for (const std::string& dir : gone) {
+    // (Under its lock, taken without waiting: a process of a new namespace
+    // with the same inode may be writing it. It finds the lock's file
+    // unlinked when it gets the lock, and makes the view again: ViewLock.)
+    const int lock = open((dir + "/" + kLockName).c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) == 0) nftw(dir.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (lock >= 0) close(lock);
+  }
+  if (!gone.empty()) SV_DEBUG("removed the sysfs views of %zu network namespaces that are gone", gone.size());
+}
+
 std::string choose_view_dir() {
   const uint64_t netns = own_netns_inode();
   std::string base = "/dev/shm/softverbs-uid" + std::to_string(geteuid()) + ".sysfs";
   if (own_directory(base)) {
     std::string dir = base + "/net" + std::to_string(netns);
-    if (own_directory(dir)) return dir;
+    struct stat st;
+    const bool first_of_namespace = lstat(dir.c_str(), &st) != 0;
+    if (own_directory(dir)) {
+      // (Once per namespace: a machine that runs namespace tests makes hundreds.)
+      if (first_of_namespace && netns) remove_views_of_gone_namespaces(base, netns);
+      return dir;
+    }
   }
   // /dev/shm missing, or the name taken by someone else: a private one.
   const char* tmpdir = std::getenv("TMPDIR");
@@ -262,19 +317,25 @@ std::string choose_view_dir() {
 
 std::mutex refresh_mu;
 
-// The view's own files, in its root. (Hidden names: no sysfs reader lists
-// them, and a program whose sysfs root is the view sees only what /sys
-// would show.)
-constexpr const char* kStampName = ".softverbs-view-stamp";
-constexpr const char* kLockName = ".softverbs-view-lock";
-
 // An exclusive flock of the view's lock file while it lives (none if the
 // file cannot be opened: refreshing unlocked is what was done before).
 class ViewLock {
  public:
-  explicit ViewLock(const std::string& dir)
-      : fd_(open((dir + "/" + kLockName).c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644)) {
-    if (fd_ >= 0) flock(fd_, LOCK_EX);
+  explicit ViewLock(const std::string& dir) {
+    // The view may have been swept away as a gone namespace's while we
+    // waited (the namespace's inode was reused: remove_views_of_gone_namespaces):
+    // then it is made again.
+    for (int tries = 0; tries < 3; ++tries) {
+      fd_ = open((dir + "/" + kLockName).c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+      if (fd_ < 0 && errno == ENOENT && own_directory(dir)) continue;
+      if (fd_ < 0) return;
+      flock(fd_, LOCK_EX);
+      struct stat st;
+      if (fstat(fd_, &st) != 0 || st.st_nlink > 0) return;
+      close(fd_);
+      fd_ = -1;
+      own_directory(dir);
+    }
   }
   ~ViewLock() {
     if (fd_ >= 0) close(fd_);  // (closing releases the lock)
@@ -283,7 +344,7 @@ class ViewLock {
   ViewLock& operator=(const ViewLock&) = delete;
 
  private:
-  int fd_;
+  int fd_ = -1;
 };
 
 // The view's contents, as a line of text: FNV-1a over every entry's path

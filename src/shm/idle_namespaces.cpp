@@ -1,0 +1,115 @@
+#include "shm/idle_namespaces.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "shm/layout.h"
+#include "util/log.h"
+#include "util/namespaces_in_use.h"
+#include "util/unix_socket_address.h"
+
+namespace sv::shm {
+namespace {
+
+// The per-namespace socket files: "<kind>-<inode>-<rest>" (the RoCE
+// forwarding sockets of transport/roce_forward.cpp, the CM mailboxes of
+// ibcm/gsi_mailbox.cpp).
+constexpr const char* kPerNamespaceKinds[] = {"roce-", "gsi-"};
+
+// A namespace's registry is "<prefix><inode>" (util/runtime_dir_rules.h's
+// registry_suffix).
+std::string registry_prefix() { return "registry.v" + std::to_string(kLayoutVersion) + ".net"; }
+
+// True when no slot of the registry behind `fd` is held by a live process.
+bool no_live_slot(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < sizeof(RegistryHeader)) return false;
+  void* p = mmap(nullptr, sizeof(RegistryHeader), PROT_READ, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return false;
+  const auto* hdr = static_cast<const RegistryHeader*>(p);
+  bool idle = hdr->magic == kRegistryMagic && hdr->version == kLayoutVersion &&
+              hdr->header_size == sizeof(RegistryHeader);
+  for (uint32_t s = 1; idle && s < kMaxProcs; ++s)
+    if (hdr->procs[s].state.load(std::memory_order_acquire) == kProcLive && proc_alive(hdr->procs[s])) idle = false;
+  munmap(p, sizeof(RegistryHeader));
+  return idle;
+}
+
+void remove_socket_files_of(int dirfd, const std::string& dir, uint64_t netns) {
+  std::vector<std::string> names;
+  DIR* d = opendir(dir.c_str());
+  if (!d) return;
+  const std::string middle = std::to_string(netns) + "-";
+  while (dirent* e = readdir(d))
+    for (const char* kind : kPerNamespaceKinds) {
+      const size_t k = std::strlen(kind);
+      if (std::strncmp(e->d_name, kind, k) == 0 && std::strncmp(e->d_name + k, middle.c_str(), middle.size()) == 0)
+        names.emplace_back(e->d_name);
+    }
+  closedir(d);
+  for (const std::string& n : names) unlinkat(dirfd, n.c_str(), 0);
+}
+
+}  // namespace
+
+bool namespace_registry_idle(const std::string& dir, uint64_t netns) {
+  if (dir.empty()) return false;
+  const std::string path = dir + "/" + registry_prefix() + std::to_string(netns);
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT;
+  const bool idle = no_live_slot(fd);
+  close(fd);
+  return idle;
+}
+
+void remove_state_of_idle_namespaces(const std::string& dir) {
+  const std::string prefix = registry_prefix();
+  const uint64_t own = own_netns_inode();
+  if (!own || dir.empty()) return;
+  const int dirfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0) return;
+  std::vector<uint64_t> candidates;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) != 0) continue;
+      char* end = nullptr;
+      const uint64_t netns = std::strtoull(e->d_name + prefix.size(), &end, 10);
+      if (netns && netns != own && *end == '\0') candidates.push_back(netns);
+    }
+    closedir(d);
+  }
+  if (candidates.empty()) {
+    close(dirfd);
+    return;
+  }
+  const auto in_use = network_namespaces_in_use();
+  unsigned removed = 0;
+  for (uint64_t netns : candidates) {
+    if (in_use.count(netns)) continue;
+    const std::string name = prefix + std::to_string(netns);
+    const int fd = openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct stat st;
+    // (Another process sweeping, or one of the namespace's attaching: leave it.)
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 0 &&
+        st.st_uid == geteuid() && no_live_slot(fd)) {
+      remove_socket_files_of(dirfd, dir, netns);
+      unlinkat(dirfd, name.c_str(), 0);
+      ++removed;
+    }
+    close(fd);  // (and the lock)
+  }
+  close(dirfd);
+  if (removed) SV_DEBUG("removed the registries and socket files of %u network namespaces that are gone", removed);
+}
+
+}  // namespace sv::shm
