@@ -144,7 +144,10 @@ bool decode(const uint8_t* bth, size_t len, RocePacket* out) {
   if (len < kBthBytes) return false;
   const OpcodeInfo* info = opcode_info(bth[bth::kOpcode]);
   if (!info || len < info->header_bytes) return false;
-  RocePacket pkt;
+  // (Into *out, not a copy of a local: a packet's worth of copying less
+  // per packet. On failure *out holds parts of a packet.)
+  RocePacket& pkt = *out;
+  pkt = RocePacket{};
   pkt.bth = decode_bth(bth);
   if (pkt.bth.tver != 0) return false;
   size_t after_headers = len - info->header_bytes;
@@ -153,7 +156,6 @@ bool decode(const uint8_t* bth, size_t len, RocePacket* out) {
   for (size_t i = 0; i < info->ext_count; ++i) decode_ext(bth + info->offset_of(info->ext[i]), info->ext[i], &pkt);
   pkt.payload = bth + info->header_bytes;
   pkt.payload_len = after_headers - pkt.bth.pad;
-  *out = pkt;
   return true;
 }
 

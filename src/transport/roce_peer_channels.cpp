@@ -33,6 +33,9 @@ void PeerChannels::open(uint32_t peer, pid_t peer_pid, const int* fds, int count
     return;
   }
   close(peer);  // (a previous process of that slot's)
+  // (The bit first: a sender that finds the channel must find it in the
+  // loop of its publish(), or what it put would wait for the next put.)
+  open_bits_[peer / 64].fetch_or(uint64_t{1} << (peer % 64), std::memory_order_acq_rel);
   channels_[peer].store(c, std::memory_order_release);
   open_count_.fetch_add(1, std::memory_order_acq_rel);
   SV_DEBUG("rings to slot %u (pid %d) open: its datagrams go through shared memory", peer, peer_pid);
@@ -43,6 +46,7 @@ void PeerChannels::close(uint32_t peer) {
   asked_[peer].store(false, std::memory_order_relaxed);
   Channel* c = channels_[peer].exchange(nullptr, std::memory_order_acq_rel);
   if (!c) return;
+  open_bits_[peer / 64].fetch_and(~(uint64_t{1} << (peer % 64)), std::memory_order_acq_rel);
   open_count_.fetch_sub(1, std::memory_order_acq_rel);
   std::lock_guard g(c->mu);
   c->closed = true;
@@ -57,24 +61,22 @@ void PeerChannels::close(uint32_t peer) {
 
 size_t PeerChannels::bells(int* fds, size_t max) const {
   size_t n = 0;
-  if (!open_count_.load(std::memory_order_acquire)) return 0;
-  for (const auto& slot : channels_) {
-    const Channel* c = slot.load(std::memory_order_acquire);
-    const int fd = c ? c->bell_in.load(std::memory_order_acquire) : -1;
+  for_each_open([&](uint32_t, const Channel* c) {
+    const int fd = c->bell_in.load(std::memory_order_acquire);
     if (fd >= 0 && n < max) fds[n++] = fd;
-  }
+    return n < max;
+  });
   return n;
 }
 
 void PeerChannels::ring_own_bell() {
-  for (const auto& slot : channels_) {
-    const Channel* c = slot.load(std::memory_order_acquire);
-    const int fd = c ? c->bell_in.load(std::memory_order_acquire) : -1;
-    if (fd < 0) continue;
+  for_each_open([](uint32_t, const Channel* c) {
+    const int fd = c->bell_in.load(std::memory_order_acquire);
+    if (fd < 0) return true;
     const uint64_t one = 1;
     (void)!write(fd, &one, sizeof one);
-    return;
-  }
+    return false;
+  });
 }
 
 void PeerChannels::close_retired() {
@@ -107,38 +109,36 @@ bool PeerChannels::put(uint32_t peer, const OutDatagram& d, uint16_t src_port) {
 uint64_t PeerChannels::publish() {
   if (!dirty_hint_.exchange(false, std::memory_order_acq_rel)) return 0;
   uint64_t lost = 0;
-  for (auto& slot : channels_) {
-    Channel* c = slot.load(std::memory_order_acquire);
-    if (!c) continue;
+  // (A channel closed meanwhile is skipped: what it held is lost with it.)
+  for_each_open([&](uint32_t, Channel* c) {
     std::lock_guard g(c->mu);
     lost += std::exchange(c->lost, 0);
-    if (!c->dirty || c->closed) continue;
+    if (!c->dirty || c->closed) return true;
     c->dirty = false;
     if (c->out.publish()) {  // it had taken all we had given it: it may be asleep
       const uint64_t one = 1;
       (void)!write(c->bell_out, &one, sizeof one);
     }
-  }
+    return true;
+  });
   return lost;
 }
 
 bool PeerChannels::any_ready() const {
-  if (!open_count_.load(std::memory_order_acquire)) return false;
-  for (const auto& slot : channels_) {
-    const Channel* c = slot.load(std::memory_order_acquire);
-    if (c && c->in.ready()) return true;
-  }
-  return false;
+  bool ready = false;
+  for_each_open([&](uint32_t, const Channel* c) { return !(ready = c->in.ready()); });
+  return ready;
 }
 
 void PeerChannels::forget_dead_peers() {
-  if (!open_count_.load(std::memory_order_acquire)) return;
-  for (uint32_t p = 1; p < shm::kMaxProcs; ++p) {
-    const Channel* c = channels_[p].load(std::memory_order_acquire);
-    if (c && c->peer_pid > 0 && kill(c->peer_pid, 0) != 0 && errno == ESRCH) {
-      SV_DEBUG("rings to slot %u: its process %d is gone", p, c->peer_pid);
-      close(p);
-    }
+  PrivateVector<uint32_t> gone;
+  for_each_open([&](uint32_t p, const Channel* c) {
+    if (c->peer_pid > 0 && kill(c->peer_pid, 0) != 0 && errno == ESRCH) gone.push_back(p);
+    return true;
+  });
+  for (uint32_t p : gone) {
+    SV_DEBUG("rings to slot %u: its process is gone", p);
+    close(p);
   }
 }
 
@@ -150,6 +150,7 @@ void PeerChannels::drop_in_child() {
       ::close(c->bell_out);
       ::close(c->bell_in.load());
     }
+  for (auto& w : open_bits_) w.store(0);
   for (auto& a : asked_) a.store(false);
   open_count_.store(0);
   close_retired();

@@ -91,7 +91,20 @@ class PeerChannels : public PrivateHeapObject {
     bool closed = false;  // (under mu)
     uint64_t lost = 0;    // (under mu)
   };
+  // The slots with a channel open, a bit each: the loops over channels (a
+  // poll's bells, every publish and drain) visit those alone, not every
+  // slot of the host (they took ~5% of both ends' time at 1 KiB packets).
+  static constexpr uint32_t kOpenWords = (shm::kMaxProcs + 63) / 64;
+  template <typename Fn>
+  void for_each_open(Fn fn) const {
+    for (uint32_t w = 0; w < kOpenWords; ++w)
+      for (uint64_t bits = open_bits_[w].load(std::memory_order_acquire); bits; bits &= bits - 1)
+        if (Channel* c = channels_[w * 64 + static_cast<uint32_t>(__builtin_ctzll(bits))].load(std::memory_order_acquire))
+          if (!fn(w * 64 + static_cast<uint32_t>(__builtin_ctzll(bits)), c)) return;
+  }
+
   std::atomic<Channel*> channels_[shm::kMaxProcs] = {};
+  std::atomic<uint64_t> open_bits_[kOpenWords] = {};
   std::atomic<bool> asked_[shm::kMaxProcs] = {};
   std::atomic<uint32_t> open_count_{0};
   std::atomic<bool> dirty_hint_{false};  // put() since publish() last looked
@@ -102,9 +115,8 @@ template <typename Fn>
 int PeerChannels::take(uint8_t* buf, size_t stride, size_t headroom, int max, Fn fn) {
   if (!open_count_.load(std::memory_order_acquire)) return 0;
   int got = 0;
-  for (uint32_t p = 1; p < shm::kMaxProcs && got < max; ++p) {
-    Channel* c = channels_[p].load(std::memory_order_acquire);
-    if (!c || !c->in.ready()) continue;
+  for_each_open([&](uint32_t p, Channel* c) {
+    if (!c->in.ready()) return true;
     // Until the ring is seen empty after our release: the producer rings
     // the bell only when it sees we had taken everything before its
     // publish (PeerRingWriter::publish), so what it published between our
@@ -121,7 +133,8 @@ int PeerChannels::take(uint8_t* buf, size_t stride, size_t headroom, int max, Fn
       }
       c->in.release();
     } while (got < max && c->in.ready());
-  }
+    return got < max;
+  });
   return got;
 }
 

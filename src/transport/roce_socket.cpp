@@ -176,7 +176,7 @@ unsigned interface_of(const in6_addr& addr) {
     uint64_t read_ns = 0;
   };
   thread_local Cached last;
-  const uint64_t now = monotonic_ns();
+  const uint64_t now = coarse_monotonic_ns();
   if (last.read_ns && now - last.read_ns < 1'000'000'000 && std::memcmp(&last.addr, &addr, sizeof addr) == 0)
     return last.index;
   unsigned index = 0;
@@ -191,20 +191,28 @@ bool is_local_address(const in6_addr& a) {
   // This host's addresses, read at most once a second per thread: a peer
   // that varies its source address costs a few comparisons, not a read of
   // the interfaces each time.
+  // The last answer first: a sender asks about its peer's address for
+  // every packet.
   struct Snapshot {
     std::vector<in6_addr> addrs;
     uint64_t read_ns = 0;
+    in6_addr last{};
+    bool last_local = false;
   };
   thread_local Snapshot snap;
-  const uint64_t now = monotonic_ns();
+  const uint64_t now = coarse_monotonic_ns();
   if (!snap.read_ns || now - snap.read_ns >= 1'000'000'000) {
     snap.addrs.clear();
     for (const GidEntry& e : read_gid_table()) snap.addrs.push_back(*reinterpret_cast<const in6_addr*>(e.gid.raw));
     snap.read_ns = now;
+  } else if (std::memcmp(&snap.last, &a, sizeof a) == 0) {
+    return snap.last_local;
   }
+  snap.last = a;
+  snap.last_local = false;
   for (const in6_addr& x : snap.addrs)
-    if (std::memcmp(&x, &a, sizeof a) == 0) return true;
-  return false;
+    if (std::memcmp(&x, &a, sizeof a) == 0) snap.last_local = true;
+  return snap.last_local;
 }
 
 bool sent_by_this_host(const DatagramInfo& info) {
