@@ -113,6 +113,7 @@ Host* Host::get() {
     delete reg;
     if (!(reg = Registry::open_or_create())) return nullptr;
   }
+  if (slot == Registry::kBusy) return nullptr;  // (said why; errno EAGAIN)
   if (refused_by_service) {
     errno = EAGAIN;
     return nullptr;

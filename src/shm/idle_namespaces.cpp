@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -29,19 +30,25 @@ constexpr const char* kPerNamespaceKinds[] = {"roce-", "gsi-"};
 // registry_suffix).
 std::string registry_prefix() { return "registry.v" + std::to_string(kLayoutVersion) + ".net"; }
 
-// True when no slot of the registry behind `fd` is held by a live process.
-bool no_live_slot(int fd) {
+// The registry behind `fd`, mapped (`writable` for its claims lock), or
+// nullptr when it is not one of this layout.
+RegistryHeader* map_registry(int fd, bool writable) {
   struct stat st;
-  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < sizeof(RegistryHeader)) return false;
-  void* p = mmap(nullptr, sizeof(RegistryHeader), PROT_READ, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) return false;
-  const auto* hdr = static_cast<const RegistryHeader*>(p);
-  bool idle = hdr->magic == kRegistryMagic && hdr->version == kLayoutVersion &&
-              hdr->header_size == sizeof(RegistryHeader);
-  for (uint32_t s = 1; idle && s < kMaxProcs; ++s)
-    if (hdr->procs[s].state.load(std::memory_order_acquire) == kProcLive && proc_alive(hdr->procs[s])) idle = false;
+  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < sizeof(RegistryHeader)) return nullptr;
+  void* p = mmap(nullptr, sizeof(RegistryHeader), writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return nullptr;
+  auto* hdr = static_cast<RegistryHeader*>(p);
+  if (hdr->magic == kRegistryMagic && hdr->version == kLayoutVersion && hdr->header_size == sizeof(RegistryHeader))
+    return hdr;
   munmap(p, sizeof(RegistryHeader));
-  return idle;
+  return nullptr;
+}
+
+// True when no slot of the registry is held by a live process.
+bool no_live_slot(const RegistryHeader* hdr) {
+  for (uint32_t s = 1; s < kMaxProcs; ++s)
+    if (hdr->procs[s].state.load(std::memory_order_acquire) == kProcLive && proc_alive(hdr->procs[s])) return false;
+  return true;
 }
 
 void remove_socket_files_of(int dirfd, const std::string& dir, uint64_t netns) {
@@ -66,8 +73,10 @@ bool namespace_registry_idle(const std::string& dir, uint64_t netns) {
   const std::string path = dir + "/" + registry_prefix() + std::to_string(netns);
   const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return errno == ENOENT;
-  const bool idle = no_live_slot(fd);
+  const RegistryHeader* hdr = map_registry(fd, false);
   close(fd);
+  const bool idle = hdr && no_live_slot(hdr);
+  if (hdr) munmap(const_cast<RegistryHeader*>(hdr), sizeof(RegistryHeader));
   return idle;
 }
 
@@ -96,17 +105,29 @@ void remove_state_of_idle_namespaces(const std::string& dir) {
   for (uint64_t netns : candidates) {
     if (in_use.count(netns)) continue;
     const std::string name = prefix + std::to_string(netns);
-    const int fd = openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    const int fd = openat(dirfd, name.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) continue;
     struct stat st;
-    // (Another process sweeping, or one of the namespace's attaching: leave it.)
+    // Under its flock (a process of the namespace making it) and its
+    // claims lock (one claiming a slot), both taken without waiting:
+    // another process sweeping, or one of the namespace's attaching, and
+    // it is left alone.
+    RegistryHeader* hdr = nullptr;
     if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 0 &&
-        st.st_uid == geteuid() && no_live_slot(fd)) {
-      remove_socket_files_of(dirfd, dir, netns);
-      unlinkat(dirfd, name.c_str(), 0);
-      ++removed;
+        st.st_uid == geteuid() && (hdr = map_registry(fd, true))) {
+      int rc = pthread_mutex_trylock(&hdr->claims);
+      if (rc == EOWNERDEAD) rc = pthread_mutex_consistent(&hdr->claims);
+      if (rc == 0) {
+        if (no_live_slot(hdr)) {
+          remove_socket_files_of(dirfd, dir, netns);
+          unlinkat(dirfd, name.c_str(), 0);
+          ++removed;
+        }
+        pthread_mutex_unlock(&hdr->claims);
+      }
+      munmap(hdr, sizeof(RegistryHeader));
     }
-    close(fd);  // (and the lock)
+    close(fd);  // (and the flock)
   }
   close(dirfd);
   if (removed) SV_DEBUG("removed the registries and socket files of %u network namespaces that are gone", removed);

@@ -19,10 +19,10 @@ namespace sv::shm {
 // whose namespace no process or mount we can see is in
 // (util/namespaces_in_use.h), and none of whose slots is live, the
 // registry and the socket files named by that namespace are removed. Under
-// that registry's flock, taken without waiting: a process that opened it
-// and waits for the lock finds it unlinked and opens the namespace's
-// registry anew (Registry::open_or_create), so no namespace is ever split
-// between an old registry and a new one.
+// that registry's flock and claims lock, taken without waiting: a process
+// that opened it and waits for either finds it unlinked and opens the
+// namespace's registry anew (Registry::open_or_create, Registry::claim), so
+// no namespace is ever split between an old registry and a new one.
 void remove_state_of_idle_namespaces(const std::string& dir);
 
 // True when the registry of network namespace `netns` in `dir` (of this

@@ -127,7 +127,13 @@ struct RegistryHeader {
   uint32_t version;
   uint32_t header_size;
   uint64_t node_guid;  // stable per host, derived at creation
-  uint8_t reserved[4096 - 24];
+  // Held while a process claims a slot (Registry::claim). Robust: a claimer
+  // that dies frees it; a waiter gives up after SOFTVERBS_ATTACH_WAIT_S,
+  // with the holder's thread named, where a stopped or hung claimer (under
+  // the flock this was) kept every later process of the namespace waiting
+  // for ever, with nothing said.
+  pthread_mutex_t claims;
+  uint8_t reserved[4096 - 24 - sizeof(pthread_mutex_t)];
   ProcSlot procs[kMaxProcs];
   McastTable mcast;
   pthread_mutex_t atomic_locks[kAtomicLockStripes];  // robust

@@ -121,6 +121,7 @@ Registry* Registry::open_or_create() {
     hdr->version = kLayoutVersion;
     hdr->header_size = sizeof(RegistryHeader);
     hdr->node_guid = host_node_guid();
+    robust_mutex_init(&hdr->claims);
     robust_mutex_init(&hdr->mcast.lock);
     for (pthread_mutex_t& m : hdr->atomic_locks) robust_mutex_init(&m);
     robust_mutex_init(&hdr->xrcds.lock);
@@ -140,13 +141,34 @@ Registry::~Registry() {
   ::close(fd_);
 }
 
-void Registry::lock_file() { flock(fd_, LOCK_EX); }
+bool Registry::lock_claims() {
+  const unsigned wait_s = knobs().attach_wait_s;
+  timespec until;
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  until.tv_sec += wait_s;
+  int rc;
+  while ((rc = pthread_mutex_clocklock(&hdr_->claims, CLOCK_MONOTONIC, &until)) == EINTR) {
+  }
+  if (rc == EOWNERDEAD) {  // a claimer died in its claim: what it did is undone or complete (claim's last store)
+    pthread_mutex_consistent(&hdr_->claims);
+    return true;
+  }
+  if (rc == 0) return true;
+  // (glibc keeps the holder's thread id in the futex word, the mutex's first int.)
+  uint32_t holder;
+  std::memcpy(&holder, &hdr_->claims, sizeof holder);
+  SV_ERROR("registry %s: another process (thread %u) has been claiming a slot for %u s: it is stopped or hung; "
+           "this one gives up (SOFTVERBS_ATTACH_WAIT_S)",
+           path_.c_str(), holder & 0x3fffffffu, wait_s);
+  errno = EAGAIN;
+  return false;
+}
 
 bool Registry::still_linked() const {
   struct stat st;
   return fstat(fd_, &st) == 0 && st.st_nlink > 0;
 }
-void Registry::unlock_file() { flock(fd_, LOCK_UN); }
+void Registry::unlock_claims() { pthread_mutex_unlock(&hdr_->claims); }
 
 // The slots a new process may take, best first: those never used, then
 // those whose owner died (crashed, or exited).
@@ -181,7 +203,7 @@ void Registry::fill_slot(uint32_t slot, int arena_fd, uint64_t arena_ino, uint64
   ProcSlot& s = hdr_->procs[slot];
   s.state.store(kProcFree, std::memory_order_relaxed);
   // Re-initialising the mutex is safe: its previous holder is dead or absent,
-  // and we hold the registry flock, so no other process claims this slot.
+  // and we hold the registry's claims lock, so no other process claims this slot.
   robust_mutex_init(&s.alive);
   s.incarnation.fetch_add(1, std::memory_order_relaxed);
   forget_memberships_of_slot(slot);

@@ -21,17 +21,19 @@ class Registry : public PrivateHeapObject {
   RegistryHeader* header() const { return hdr_; }
   ProcSlot& proc(uint32_t slot) const { return hdr_->procs[slot]; }
 
-  // Finds a free or dead slot and prepares it for this process. Runs under an
-  // exclusive flock of the registry file so that two processes never claim
-  // the same slot. `lock_alive` is called with the slot's liveness mutex and
+  // Finds a free or dead slot and prepares it for this process. Runs under
+  // the registry's claims lock (RegistryHeader::claims) so that two
+  // processes never claim the same slot. `lock_alive` is called with the slot's liveness mutex and
   // must return once some long-lived thread of ours holds it.
   // `may_take(slot)` is asked last about a slot found free here, and may
   // refuse it (the host service leased it to another user): then the next
   // one is tried. Returns the slot number, or 0 if all slots are in use by
   // live processes (or refused), or kRemoved when the file is no longer
   // the namespace's registry (removed meanwhile as idle: shm/idle_namespaces.h),
-  // and the caller opens it anew.
+  // and the caller opens it anew, or kBusy when another process held the
+  // claims lock for SOFTVERBS_ATTACH_WAIT_S (said here).
   static constexpr uint32_t kRemoved = UINT32_MAX;
+  static constexpr uint32_t kBusy = UINT32_MAX - 1;
   template <typename LockAlive, typename MayTake>
   uint32_t claim(int arena_fd, uint64_t arena_ino, uint64_t arena_size, LockAlive&& lock_alive, MayTake&& may_take);
 
@@ -46,8 +48,8 @@ class Registry : public PrivateHeapObject {
   std::vector<uint32_t> claimable_slots();
   void forget_memberships_of_slot(uint32_t slot);
   void fill_slot(uint32_t slot, int arena_fd, uint64_t arena_ino, uint64_t arena_size);
-  void lock_file();
-  void unlock_file();
+  bool lock_claims();
+  void unlock_claims();
   bool still_linked() const;
 
   int fd_;
@@ -58,9 +60,9 @@ class Registry : public PrivateHeapObject {
 template <typename LockAlive, typename MayTake>
 uint32_t Registry::claim(int arena_fd, uint64_t arena_ino, uint64_t arena_size, LockAlive&& lock_alive,
                          MayTake&& may_take) {
-  lock_file();
+  if (!lock_claims()) return kBusy;
   if (!still_linked()) {
-    unlock_file();
+    unlock_claims();
     return kRemoved;
   }
   uint32_t slot = 0;
@@ -74,7 +76,7 @@ uint32_t Registry::claim(int arena_fd, uint64_t arena_ino, uint64_t arena_size, 
     lock_alive(&hdr_->procs[slot].alive);
     hdr_->procs[slot].state.store(kProcLive, std::memory_order_release);
   }
-  unlock_file();
+  unlock_claims();
   return slot;
 }
 

@@ -30,6 +30,10 @@ Knobs parse() {
     unsigned long gb = std::strtoul(v, nullptr, 10);
     if (gb >= 1 && gb <= 4096) k.arena_bytes = static_cast<uint64_t>(gb) << 30;
   }
+  if (const char* v = env("SOFTVERBS_ATTACH_WAIT_S")) {
+    unsigned long s = std::strtoul(v, nullptr, 10);
+    if (s >= 1 && s <= 86400) k.attach_wait_s = static_cast<unsigned>(s);
+  }
   if (const char* v = env("SOFTVERBS_MEM_PATH")) {
     if (!std::strcmp(v, "map")) k.mem_path = MemPath::kMap;
     if (!std::strcmp(v, "cma")) k.mem_path = MemPath::kCma;

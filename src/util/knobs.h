@@ -26,6 +26,7 @@ struct Knobs {
   std::string runtime_dir;           // SOFTVERBS_RUNTIME_DIR: this user's state directory ("": util/runtime_dir_rules.h chooses)
   unsigned domain_mode = 0600;       // SOFTVERBS_DOMAIN_MODE: octal file mode of the registry
   uint64_t arena_bytes = 64ull << 30;  // SOFTVERBS_ARENA_GB: virtual size of each process arena
+  unsigned attach_wait_s = 30;       // SOFTVERBS_ATTACH_WAIT_S: how long a process waits for another's slot claim
   MemPath mem_path = MemPath::kAuto;   // SOFTVERBS_MEM_PATH: auto|map|cma|bounce
   std::string device_name = "softverbs0";  // SOFTVERBS_DEVICE_NAME
   bool udp_offload = true;           // SOFTVERBS_UDP_OFFLOAD=0: RoCEv2 without UDP GSO/GRO

@@ -9,6 +9,6 @@
 
 namespace sv {
 
-inline constexpr uint32_t kSharedLayoutVersion = 7;
+inline constexpr uint32_t kSharedLayoutVersion = 8;
 
 }  // namespace sv

@@ -52,6 +52,7 @@ class IdleNamespaces : public ::testing::Test {
     hdr->magic = kRegistryMagic;
     hdr->version = kLayoutVersion;
     hdr->header_size = sizeof(RegistryHeader);
+    robust_mutex_init(&hdr->claims);
     robust_mutex_init(&hdr->procs[3].alive);
     hdr->procs[3].state.store(kProcLive);
     return hdr;
@@ -102,6 +103,19 @@ TEST_F(IdleNamespaces, ALiveSlotKeepsTheRegistryAndItsSocketsADeadOneLetsThemGo)
   EXPECT_FALSE(exists(dir_ + "/" + gsi));
   EXPECT_TRUE(exists(dir_ + "/" + other));
   EXPECT_TRUE(namespace_registry_idle(dir_, kGoneNamespace)) << "no registry: idle";
+}
+
+// A process of that namespace claiming a slot right now (its claims lock
+// held) keeps the registry: it would claim in a registry no one else finds.
+TEST_F(IdleNamespaces, AClaimUnderWayKeepsTheRegistry) {
+  hdr_ = make_registry(kGoneNamespace);
+  hdr_->procs[3].state.store(kProcFree);
+  ASSERT_EQ(pthread_mutex_lock(&hdr_->claims), 0);
+  remove_state_of_idle_namespaces(dir_);
+  EXPECT_TRUE(exists(registry_of(kGoneNamespace)));
+  pthread_mutex_unlock(&hdr_->claims);
+  remove_state_of_idle_namespaces(dir_);
+  EXPECT_FALSE(exists(registry_of(kGoneNamespace)));
 }
 
 TEST_F(IdleNamespaces, OurOwnNamespaceAndOnesInUseKeepTheirsIdleOrNot) {
