@@ -143,11 +143,13 @@ Registry::~Registry() {
 
 bool Registry::lock_claims() {
   const unsigned wait_s = knobs().attach_wait_s;
+  // (timedlock, on the wall clock: ThreadSanitizer's runtime in Debian 12
+  // knows no pthread_mutex_clocklock, and took our unlock for a stray one.)
   timespec until;
-  clock_gettime(CLOCK_MONOTONIC, &until);
+  clock_gettime(CLOCK_REALTIME, &until);
   until.tv_sec += wait_s;
   int rc;
-  while ((rc = pthread_mutex_clocklock(&hdr_->claims, CLOCK_MONOTONIC, &until)) == EINTR) {
+  while ((rc = pthread_mutex_timedlock(&hdr_->claims, &until)) == EINTR) {
   }
   if (rc == EOWNERDEAD) {  // a claimer died in its claim: what it did is undone or complete (claim's last store)
     pthread_mutex_consistent(&hdr_->claims);
