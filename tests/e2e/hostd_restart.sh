@@ -101,7 +101,15 @@ stop_service "$b"
 
 # 2. A pair started with no service; then services start.
 run handover "$b" nobody "$a" root 10.98.5.2 "${bw[@]}" -p 18663
-sleep 2
+# nobody's process holds B's port before B's service starts (a fixed 2 s
+# was too short once under ASan in CI): the case this part is about.
+held=
+for _ in $(seq 100); do
+  held=$(ip netns exec "$b" ss -H -ulpn 'sport = :4791' | grep -o 'users:.*' | head -1)
+  [[ -n $held ]] && break
+  sleep 0.1
+done
+echo "B's port before its service: ${held:-free}"
 start_services 3 "$a" "$b"
 echo "(services started during a pair that held the port in both hosts)"
 check_pairs handover
@@ -110,7 +118,10 @@ for h in "$a" "$b"; do
   grep -q "rejoined with slot" "$out/hostd.3.$h" || { echo "FAIL: the process of $h did not join its new service"; cat "$out/hostd.3.$h"; fail=1; }
   grep -q serving "$out/hostd.3.$h" || { echo "FAIL: the service of $h did not get the port"; fail=1; }
 done
-# nobody's process held B's port: B's service waited for it to be handed over.
-grep -h "waiting up to" "$out/hostd.3.$b" || { echo "FAIL: nobody's process did not hold B's port: the test proves nothing"; fail=1; }
+# nobody's process held B's port when B's service started. (The service
+# says it waits for the port only when its first bind comes before the
+# process has let go: not always, under load.)
+[[ $held == *ib_write_bw* ]] || { echo "FAIL: nobody's process did not hold B's port: the test proves nothing"; fail=1; }
+grep -h "waiting up to" "$out/hostd.3.$b"
 grep -q "hands it UDP port" "$out/handover.server" || { echo "FAIL: nobody's process did not say it handed over the port"; fail=1; }
 exit $fail
