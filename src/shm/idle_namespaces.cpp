@@ -51,19 +51,28 @@ bool no_live_slot(const RegistryHeader* hdr) {
   return true;
 }
 
-void remove_socket_files_of(int dirfd, const std::string& dir, uint64_t netns) {
+// The names in `dir`, read once for the whole sweep.
+std::vector<std::string> names_in(int dirfd) {
   std::vector<std::string> names;
-  DIR* d = opendir(dir.c_str());
-  if (!d) return;
+  const int fd = dup(dirfd);  // (closedir closes what fdopendir took)
+  DIR* d = fd >= 0 ? fdopendir(fd) : nullptr;
+  if (!d) {
+    if (fd >= 0) close(fd);
+    return names;
+  }
+  while (dirent* e = readdir(d)) names.emplace_back(e->d_name);
+  closedir(d);
+  return names;
+}
+
+// The socket files named by namespace `netns` among `names`.
+void remove_socket_files_of(int dirfd, const std::vector<std::string>& names, uint64_t netns) {
   const std::string middle = std::to_string(netns) + "-";
-  while (dirent* e = readdir(d))
+  for (const std::string& n : names)
     for (const char* kind : kPerNamespaceKinds) {
       const size_t k = std::strlen(kind);
-      if (std::strncmp(e->d_name, kind, k) == 0 && std::strncmp(e->d_name + k, middle.c_str(), middle.size()) == 0)
-        names.emplace_back(e->d_name);
+      if (n.compare(0, k, kind) == 0 && n.compare(k, middle.size(), middle) == 0) unlinkat(dirfd, n.c_str(), 0);
     }
-  closedir(d);
-  for (const std::string& n : names) unlinkat(dirfd, n.c_str(), 0);
 }
 
 }  // namespace
@@ -86,15 +95,13 @@ void remove_state_of_idle_namespaces(const std::string& dir) {
   if (!own || dir.empty()) return;
   const int dirfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dirfd < 0) return;
+  const std::vector<std::string> names = names_in(dirfd);
   std::vector<uint64_t> candidates;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) != 0) continue;
-      char* end = nullptr;
-      const uint64_t netns = std::strtoull(e->d_name + prefix.size(), &end, 10);
-      if (netns && netns != own && *end == '\0') candidates.push_back(netns);
-    }
-    closedir(d);
+  for (const std::string& n : names) {
+    if (n.compare(0, prefix.size(), prefix) != 0) continue;
+    char* end = nullptr;
+    const uint64_t netns = std::strtoull(n.c_str() + prefix.size(), &end, 10);
+    if (netns && netns != own && *end == '\0') candidates.push_back(netns);
   }
   if (candidates.empty()) {
     close(dirfd);
@@ -119,7 +126,7 @@ void remove_state_of_idle_namespaces(const std::string& dir) {
       if (rc == EOWNERDEAD) rc = pthread_mutex_consistent(&hdr->claims);
       if (rc == 0) {
         if (no_live_slot(hdr)) {
-          remove_socket_files_of(dirfd, dir, netns);
+          remove_socket_files_of(dirfd, names, netns);
           unlinkat(dirfd, name.c_str(), 0);
           ++removed;
         }

@@ -98,9 +98,11 @@ class PeerChannels : public PrivateHeapObject {
   template <typename Fn>
   void for_each_open(Fn fn) const {
     for (uint32_t w = 0; w < kOpenWords; ++w)
-      for (uint64_t bits = open_bits_[w].load(std::memory_order_acquire); bits; bits &= bits - 1)
-        if (Channel* c = channels_[w * 64 + static_cast<uint32_t>(__builtin_ctzll(bits))].load(std::memory_order_acquire))
-          if (!fn(w * 64 + static_cast<uint32_t>(__builtin_ctzll(bits)), c)) return;
+      for (uint64_t bits = open_bits_[w].load(std::memory_order_acquire); bits; bits &= bits - 1) {
+        const uint32_t peer = w * 64 + static_cast<uint32_t>(__builtin_ctzll(bits));
+        if (Channel* c = channels_[peer].load(std::memory_order_acquire))
+          if (!fn(peer, c)) return;
+      }
   }
 
   std::atomic<Channel*> channels_[shm::kMaxProcs] = {};
