@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What a process costs to start and to keep (issue 39, item 6): N processes
-# at once (1, 64, 254: one namespace host's registry holds 255) each open the
+# at once (1, 64, 254, 1024, 4096: one namespace host's registry holds 4096;
+# SIZES="..." chooses others) each open the
 # device and make a PD, a CQ, an RC QP and a 4 KiB MR, then sleep until all
 # are ready (bench/micro/process_startup). Prints a Markdown table: the wall
 # time until all were ready and per process, each process's own start-up
@@ -8,7 +9,9 @@
 # memory's share). ROUNDS rounds, the round with the median wall time.
 #   bench/process_costs.sh [BUILD_DIR] [ROUNDS]
 # A/B: BASELINE_LIB=<another build>/lib runs the same program against that
-# libibverbs.so.1 too, row by row in the same run. No root; a domain of its
+# libibverbs.so.1 too, row by row in the same run, up to BASELINE_MAX
+# processes (default 254: a build before names were leased in blocks had
+# 255 slots). No root; a domain of its
 # own (SOFTVERBS_DOMAIN), removed at the end.
 set -u
 build=${1:-build}
@@ -22,9 +25,10 @@ trap 'rm -f /dev/shm/softverbs-proccost$$.*' EXIT
 
 echo "| build | processes | wall ms | wall per process ms | start-up median us | p99 us | max us | PSS kB | of it shared kB |"
 echo "|---|---|---|---|---|---|---|---|---|"
-for n in 1 64 254; do
+for n in ${SIZES:-1 64 254 1024 4096}; do
   for entry in "${libraries[@]}"; do
     name=${entry%%=*} dir=${entry#*=}
+    [[ $name == baseline ]] && ((n > ${BASELINE_MAX:-254})) && continue
     for r in $(seq "$rounds"); do
       LD_LIBRARY_PATH=$dir "$program" "$n" || echo "failed"
     done | awk -v name="$name" -v n="$n" '

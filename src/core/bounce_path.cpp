@@ -76,11 +76,11 @@ class Service : public PrivateHeapObject {
     const uint32_t op = s.op, key = s.key;
     const uint64_t addr = s.addr, len = s.len, staging_off = s.staging_off;
     // Everything in the slot is a peer's word: check it all.
-    const shm::Peer* requester = host_.peers().get(holder >> 24);
-    bool ok = requester && (requester->incarnation & 0xffffff) == (holder & 0xffffff) &&
+    const shm::Peer* requester = host_.peers().get(shm::lock_owner_slot(holder));
+    bool ok = requester && shm::lock_owner_is(holder, requester->incarnation) &&
               len <= shm::kBounceChunk && requester->contains(staging_off, len);
     MrView v;
-    ok = ok && shm::key_slot(key) == host_.slot() && read_mr(host_.arena().mr_table(), key, &v) &&
+    ok = ok && read_mr(host_.arena().mr_table(), key, &v) &&
          (v.path == shm::kMrCma || v.path == shm::kMrOdp) && allowed(v, op) && v.covers(addr, len);
     // Memory the application unmapped after registering it (or an
     // on-demand MR never mapped) fails the request instead of faulting

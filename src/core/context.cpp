@@ -165,7 +165,7 @@ Transport* Context::transport_for(const ibv_gid& dgid, uint32_t dst_qpn) {
   if (t != local_transport || !host->service() || !remote_transport || gid_is_multicast(dgid)) return t;
   // (A process of ours in another network namespace is on another host:
   // the service of this one leased its slot number to whoever asked here.)
-  const shm::Peer* owner = host->peers().get(shm::qpn_slot(dst_qpn));
+  const shm::Peer* owner = host->peers().get(host->qpn_owner(dst_qpn));
   const uint64_t ours = host->registry().proc(host->slot()).netns_ino;
   return owner && (!ours || owner->proc->netns_ino == ours) ? t : remote_transport;
 }

@@ -233,7 +233,6 @@ bool purged(Cq* cq, uint32_t qpn, bool shared, uint64_t pos) {
 // The receive queue QP `qpn` of this process takes its WQEs from, or nullptr.
 shm::RecvQueueShared* own_receive_queue(Cq* cq, uint32_t qpn) {
   shm::Host& host = *cq->ctx->host;
-  if (shm::qpn_slot(qpn) != host.slot()) return nullptr;
   shm::Arena& arena = host.arena();
   const shm::QpSlotEntry& e = arena.qp_table()[shm::qpn_index(qpn)];
   if (e.qpn.load(std::memory_order_acquire) != qpn) return nullptr;

@@ -50,7 +50,6 @@ void open_control_file() {
     g_control.version = kControlVersion;
     g_control.pid = static_cast<uint32_t>(getpid());
     g_control.magic = kControlMagic;
-    shm::remove_files_of_dead_processes("ctl.");
     const std::string path = control_path(getpid());
     if (path.empty()) return;
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);

@@ -191,7 +191,7 @@ Mr* reg_mr(Pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
   mr->index = static_cast<uint32_t>(idx);
   mr->access = access;
   mr->iova = iova;
-  uint32_t key = shm::make_key(host.slot(), mr->index, host.arena().mr_rotation());
+  uint32_t key = host.arena().key_of(mr->index);
   mr->lkey = mr->rkey = key;
   mr->handle = mr->index;
   place_and_publish(*mr, host, key);
@@ -394,7 +394,7 @@ Mr* reg_dm_mr(Pd* pd, Dm* dm, uint64_t dm_offset, size_t length, unsigned access
   mr->access = access;
   mr->iova = 0;
   mr->dm = dm;
-  uint32_t key = shm::make_key(host.slot(), mr->index, host.arena().mr_rotation());
+  uint32_t key = host.arena().key_of(mr->index);
   mr->lkey = mr->rkey = key;
   mr->handle = mr->index;
   // The memory is an arena block: peers reach it as they reach an overlay.
@@ -417,7 +417,7 @@ int advise_mr(Pd* pd, ibv_advise_mr_advice advice, uint32_t flags, const ibv_sge
   const bool write = advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE;
   for (uint32_t i = 0; i < num_sge; ++i) {
     MrView v;
-    if (shm::key_slot(sg[i].lkey) != host.slot() || !read_mr(table, sg[i].lkey, &v) || v.pd != pd->id ||
+    if (!read_mr(table, sg[i].lkey, &v) || v.pd != pd->id ||
         !v.covers(sg[i].addr, sg[i].length) || (write && !(v.access & IBV_ACCESS_LOCAL_WRITE)) || v.mw)
       return EFAULT;
     if (v.path != shm::kMrOdp) return EINVAL;  // advice is for on-demand MRs

@@ -26,7 +26,7 @@ bool group_empty(const shm::McastGroup& g) {
 void drop_dead_members(shm::RegistryHeader& reg, shm::McastGroup& g) {
   for (auto& m : g.members) {
     uint32_t qpn = m.load(std::memory_order_relaxed);
-    if (qpn && !shm::proc_alive(reg.procs[shm::qpn_slot(qpn)])) m.store(0, std::memory_order_release);
+    if (qpn && !shm::proc_alive(reg.procs[shm::block_owner(reg.qpn_blocks, shm::qpn_block(qpn))])) m.store(0, std::memory_order_release);
   }
 }
 

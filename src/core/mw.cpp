@@ -23,7 +23,8 @@ shm::MrEntry& entry_of(Mw* mw) { return mw->pd_obj->ctx->host->arena().mr_table(
 // The MR table entry of `rkey` in `owner`'s arena, or nullptr.
 shm::MrEntry* peer_entry(const shm::Peer& owner, uint32_t rkey) {
   uint32_t idx = shm::key_index(rkey);
-  if (shm::key_slot(rkey) != owner.slot || idx == 0 || idx >= shm::kMaxMrs) return nullptr;
+  // (Whose key it is, its users check: the entry's key is the whole key.)
+  if (idx == 0 || idx >= shm::kMaxMrs) return nullptr;
   return owner.at<shm::MrEntry>(owner.header()->mr_table + uint64_t{idx} * sizeof(shm::MrEntry));
 }
 
@@ -60,7 +61,7 @@ Mw* alloc_mw(Pd* pd, ibv_mw_type type) {
   mw->index = static_cast<uint32_t>(idx);
   mw->handle = mw->index;
   // Not valid until bound: the entry's key stays 0.
-  mw->rkey = shm::make_key(host.slot(), mw->index, host.arena().mr_rotation());
+  mw->rkey = host.arena().key_of(mw->index);
   pd->users().fetch_add(1);
   g_windows.fetch_add(1);
   return mw;
@@ -106,7 +107,7 @@ ibv_wc_status execute_bind(Qp* qp, const SendWqe& w) {
   // as rxe and mlx5 ignore them.
   const unsigned access = w.imm & kWindowAccess;
   const bool zero_based = w.imm & IBV_ACCESS_ZERO_BASED;
-  if (mw->pd_obj != qp->pd_obj || shm::key_slot(w.rkey) != host.slot() || shm::key_index(w.rkey) != mw->index)
+  if (mw->pd_obj != qp->pd_obj || (w.rkey >> 8) != (mw->rkey >> 8))
     return IBV_WC_MW_BIND_ERR;
   if (mw->type == IBV_MW_TYPE_2) {
     // Bound once, then invalidated before it binds again (o10-37.2.30); it
@@ -146,7 +147,7 @@ ibv_wc_status execute_bind(Qp* qp, const SendWqe& w) {
 ibv_wc_status execute_local_invalidate(Qp* qp, uint32_t rkey) {
   shm::Host& host = *qp->ctx->host;
   uint32_t idx = shm::key_index(rkey);
-  if (shm::key_slot(rkey) != host.slot() || idx == 0 || idx >= shm::kMaxMrs) return IBV_WC_LOC_QP_OP_ERR;
+  if (idx == 0 || idx >= shm::kMaxMrs) return IBV_WC_LOC_QP_OP_ERR;  // (then the entry's whole key decides)
   shm::MrEntry& e = host.arena().mr_table()[idx];
   // Only a bound type 2 window of the QP's PD (this device has no
   // fast-registration MRs, the other thing LOCAL_INV applies to).

@@ -460,7 +460,7 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
   if (check::on() && c.max_send_wr) check::size_post_records(qp);
   attr->cap = c;  // written back: >= what was asked
 
-  uint32_t qpn = shm::make_qpn(ctx->host->slot(), qp->index);
+  uint32_t qpn = arena.qpn_of(qp->index);
   shm::QpShared* s = qp->shared = arena.at<shm::QpShared>(qp->shared_off);
   s->qpn = qpn;
   s->type = qp->type;

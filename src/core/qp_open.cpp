@@ -25,7 +25,7 @@ Qp* open_qp(Context* ctx, const ibv_qp_open_attr& a) {
   }
   Xrcd* xrcd = Xrcd::from(a.xrcd);
   shm::PeerTable& peers = ctx->host->peers();
-  const shm::Peer* owner = peers.get(shm::qpn_slot(a.qp_num));
+  const shm::Peer* owner = peers.get(ctx->host->qpn_owner(a.qp_num));
   shm::QpShared* target = nullptr;
   if (owner) {
     auto* e = owner->at<shm::QpSlotEntry>(owner->header()->qp_table +

@@ -10,6 +10,7 @@
 #include "core/mr.h"
 #include "core/mw.h"
 #include "core/recv_queue.h"
+#include "shm/host.h"
 #include "core/target_memory.h"
 #include "shm/registry.h"
 #include "util/knobs.h"
@@ -371,7 +372,7 @@ shm::RecvQueueShared* srq_of(const shm::Peer& owner, uint32_t srqn) {
     // The SRQ the message names (in any process of the host) must be of
     // the QP's XRC domain; it then takes the place of the QP's receive
     // queue, CQ, PD and memory.
-    const shm::Peer* srq_owner = peers.get(shm::qpn_slot(m.xrc_srqn));
+    const shm::Peer* srq_owner = peers.get(shm::srqn_owner(m.xrc_srqn));
     shm::RecvQueueShared* q = srq_owner ? srq_of(*srq_owner, m.xrc_srqn) : nullptr;
     if (!q || !q->xrcd_id || q->xrcd_id != t.xrcd_id) {
       SV_INFO("responder XRC QP %#x: SRQ %#x is not of its domain", t.qpn, m.xrc_srqn);

@@ -47,7 +47,7 @@ Srq* create_srq(Pd* pd, ibv_srq_init_attr* attr, Xrcd* xrcd, Cq* cq) {
   srq->ctx = ctx;
   srq->pd_obj = pd;
   srq->index = static_cast<uint32_t>(idx);
-  srq->srqn = shm::make_qpn(ctx->host->slot(), srq->index);
+  srq->srqn = arena.srqn_of(srq->index);
   if (int e = srq->rq.init(arena, a.max_wr, a.max_sge, true, pd->id, ctx->index)) {
     arena.give_srq_index(srq->index);
     g_srq_budget.give();

@@ -37,6 +37,14 @@ int try_bind(int fd, const std::string& name) {
   return bind(fd, reinterpret_cast<sockaddr*>(&un), len);
 }
 
+int bind_chosen_name(int fd, const std::string& name) {
+  for (unsigned wait_us = 500;; wait_us *= 2) {
+    const int rc = try_bind(fd, name);
+    if (rc == 0 || errno != EADDRINUSE || wait_us > 16000) return rc;
+    usleep(wait_us);
+  }
+}
+
 namespace {
 
 // The source address the kernel's routing picks for `dst` (a connected UDP
@@ -182,7 +190,9 @@ int bind_id(Id* id, const sockaddr* addr, bool implicit) {
     int rc = -1;
     for (int attempt = 0; attempt < (pick_port ? 200 : 1); ++attempt) {
       if (pick_port) set_address_port(local_addr, ephemeral_port());
-      rc = try_bind(fd, bound_name(id, local_addr));
+      // (With SO_REUSEADDR a held port binds anyway: no wait for it.)
+      const std::string name = bound_name(id, local_addr);
+      rc = pick_port || id->reuseaddr ? try_bind(fd, name) : bind_chosen_name(fd, name);
       if (rc == 0 || errno != EADDRINUSE) break;
     }
     if (rc != 0) {
@@ -232,7 +242,7 @@ int claim_port_name(Id* id) {
       set_address_port(local, port);
       id->ephemeral = true;
     }
-    rc = try_bind(fd, bound_name(id, local));
+    rc = id->ephemeral ? try_bind(fd, bound_name(id, local)) : bind_chosen_name(fd, bound_name(id, local));
     if (rc == 0 || errno != EADDRINUSE) break;
   }
   if (rc != 0) {

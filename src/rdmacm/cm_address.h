@@ -40,6 +40,13 @@ int rendezvous_socket();
 // Binds `fd` to the abstract name `name`: 0, or -1 with errno (EADDRINUSE:
 // some id holds it).
 int try_bind(int fd, const std::string& name);
+// try_bind for a name the application chose (its port): a client waiting
+// for a listener probes the name by binding it for a moment
+// (listener_port_held), and a bind that meets the probe tries again, for up
+// to 31.5 ms, rather than fail with EADDRINUSE. (A ring of 4096 processes,
+// each connecting to the next before it listened: one in a thousand
+// listens failed.)
+int bind_chosen_name(int fd, const std::string& name);
 
 // Binds the id to `addr` (port 0: an ephemeral port, written back into the
 // id's source address); sets up device, PD and GID when the address is not

@@ -14,6 +14,7 @@
 #include "shm/extent_allocator.h"
 #include "shm/index_pool.h"
 #include "shm/layout.h"
+#include "shm/name_pool.h"
 #include "util/private_heap.h"
 
 namespace sv::shm {
@@ -48,24 +49,39 @@ class Arena : public PrivateHeapObject {
   uint64_t alloc(uint64_t bytes);
   void free(uint64_t off, uint64_t bytes);
 
+  // At attach, once our slot is known: where QPNs, MR keys and SRQ numbers
+  // are leased (shm/name_pool.h); only home blocks for a process of the
+  // host service.
+  void lease_names_from(RegistryHeader* registry, uint32_t slot, bool home_only) {
+    std::lock_guard g(mu_);
+    std::atomic<uint32_t>* leased = &registry->procs[slot].name_blocks;
+    qp_names_.lease_from(registry->qpn_blocks, slot, home_only, leased);
+    mr_names_.lease_from(registry->key_blocks, slot, home_only, leased);
+    srq_names_.lease_from(registry->srqn_blocks, slot, home_only, leased);
+  }
+
   // Owner-side allocation of table indices. The caller publishes the entry.
-  int64_t take_qp_index() { return locked_take(qp_ids_); }
-  int64_t take_mr_index() { return locked_take(mr_ids_); }
-  int64_t take_srq_index() { return locked_take(srq_ids_); }
+  // -1 when none is free; names_ran_out() then tells whether the host's
+  // names of that kind ran out rather than this process's table.
+  int64_t take_qp_index() { return locked_take(qp_names_); }
+  int64_t take_mr_index() { return locked_take(mr_names_); }
+  int64_t take_srq_index() { return locked_take(srq_names_); }
   int64_t take_doorbell_index() { return locked_take(doorbell_ids_); }
   int64_t take_context_index() { return locked_take(context_ids_); }
-  void give_qp_index(uint32_t i) { locked_give(qp_ids_, i); }
-  // QPN 0xffffff is the multicast QPN, never a QP's: the last registry
-  // slot's last QP index is never handed out.
-  void withhold_multicast_qpn(uint32_t slot) {
-    std::lock_guard g(mu_);
-    if (qpn_slot(kMulticastQpn) == slot) qp_ids_.withhold(qpn_index(kMulticastQpn));
-  }
-  void give_mr_index(uint32_t i) { locked_give(mr_ids_, i); }
-  void give_srq_index(uint32_t i) { locked_give(srq_ids_, i); }
+  bool qp_names_ran_out() { return locked_ran_out(qp_names_); }
+  bool mr_names_ran_out() { return locked_ran_out(mr_names_); }
+  bool srq_names_ran_out() { return locked_ran_out(srq_names_); }
+  // The names of indices the takes above handed out. (The blocks of
+  // handed-out indices never change: read without the lock.)
+  uint32_t qpn_of(uint32_t index) const { return qp_names_.name_of(index); }
+  uint32_t srqn_of(uint32_t index) const { return srq_names_.name_of(index); }
+  uint32_t key_of(uint32_t index) { return make_key(mr_names_.block_of(index), index, mr_rotation()); }
+  void give_qp_index(uint32_t i) { locked_give(qp_names_, i); }
+  void give_mr_index(uint32_t i) { locked_give(mr_names_, i); }
+  void give_srq_index(uint32_t i) { locked_give(srq_names_, i); }
   void give_doorbell_index(uint32_t i) { locked_give(doorbell_ids_, i); }
   void give_context_index(uint32_t i) { locked_give(context_ids_, i); }
-  // The low byte of a new memory key (make_key). Random, as rxe's are (a
+  // The low byte of a new memory key (key_of). Random, as rxe's are (a
   // random byte per key): another process that learned one of our keys
   // cannot tell the next ones from it (a fresh process's keys used to be
   // 0x..0101, 0x..0202, ...). A keyed mix of a counter threads share.
@@ -93,6 +109,18 @@ class Arena : public PrivateHeapObject {
     std::lock_guard g(mu_);
     p.give_back(i);
   }
+  int64_t locked_take(NamePool& p) {
+    std::lock_guard g(mu_);
+    return p.take();
+  }
+  void locked_give(NamePool& p, uint32_t i) {
+    std::lock_guard g(mu_);
+    p.give_back(i);
+  }
+  bool locked_ran_out(NamePool& p) {
+    std::lock_guard g(mu_);
+    return p.names_ran_out();
+  }
 
   int fd_;
   uint64_t ino_;
@@ -100,9 +128,9 @@ class Arena : public PrivateHeapObject {
   uint64_t size_;
   std::mutex mu_;
   ExtentAllocator heap_;
-  IndexPool qp_ids_{0, kMaxQps};
-  IndexPool mr_ids_{1, kMaxMrs};  // index 0 unused: key 0 means "free"
-  IndexPool srq_ids_{1, kMaxSrqs};
+  NamePool qp_names_{0, kMulticastQpnBlock};
+  NamePool mr_names_{1, 0};  // index 0 unused: read_mr and windows take it for none
+  NamePool srq_names_{1, 0};
   IndexPool doorbell_ids_{0, kMaxDoorbells};
   IndexPool context_ids_{0, kMaxContexts};
   std::atomic<uint64_t> mr_rotation_{0};

@@ -102,7 +102,6 @@ bool start_fd_lender() {
     SV_INFO("no fd lender: runtime directory %s", dir.empty() ? "unknown" : "path too long for a unix socket");
     return false;
   }
-  remove_files_of_dead_processes("lend.");
   int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   unlink(path.c_str());  // a socket of a process that had our pid before
   if (s < 0 || bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(s, 64) != 0) {

@@ -9,6 +9,7 @@
 
 #include "shm/fd_lender.h"
 #include "shm/keeper.h"
+#include "shm/runtime_dir.h"
 #include "util/knobs.h"
 #include "util/log.h"
 
@@ -40,6 +41,7 @@ void forget_host_in_child() {
   // is closed here (the child gets its own slot and lease).
   if (g_host && g_host->service()) g_host->service()->abandon();
   g_host = nullptr;
+  g_joined_registry.store(nullptr, std::memory_order_relaxed);  // (not mapped in a child: MADV_DONTFORK)
   new (&g_attach_mu) std::mutex;
   keeper_forget_after_fork();
   g_fork_generation.fetch_add(1, std::memory_order_release);
@@ -58,6 +60,7 @@ __attribute__((constructor)) void register_fork_handlers() {
 
 Host::Host(Registry* r, Arena* a, uint32_t slot, uint32_t incarnation, std::unique_ptr<HostService> service)
     : registry_(r),
+      names_(r->header()),
       arena_(a),
       slot_(slot),
       incarnation_(incarnation),
@@ -91,6 +94,9 @@ Host* Host::get() {
   auto may_take = [&](uint32_t s) {
     uint32_t holder;
     if (refused_by_service) return false;
+    // The service steers datagrams by the slot in a QPN's home block
+    // (hostd/datagram_route.h): it leases only slots that have home blocks.
+    if (service && s >= kHomeSlots) return false;
     if (!service || service->lease(s, &holder)) return true;
     if (holder == HostService::kRefusedByService) {  // (said by lease)
       refused_by_service = true;
@@ -123,17 +129,27 @@ Host* Host::get() {
     errno = EAGAIN;
     return nullptr;
   }
+  if (!slot && service) {
+    SV_ERROR("registry %s: all %u slots the host service can lease are in use", reg->path().c_str(), kHomeSlots - 1);
+    errno = EAGAIN;
+    return nullptr;
+  }
   if (!slot) {
     SV_ERROR("registry %s is full: %u live processes", reg->path().c_str(), kMaxProcs - 1);
     errno = EAGAIN;
     return nullptr;
   }
   uint32_t inc = reg->proc(slot).incarnation.load();
-  arena->withhold_multicast_qpn(slot);
+  arena->lease_names_from(reg->header(), slot, service != nullptr);
+  // What processes killed before their exit handlers ran left, where no
+  // registry slot of theirs says so (Registry::claim removes the others'):
+  // those of a namespace that is gone, by the next namespace's first process.
+  if (reg->made_here()) remove_files_of_dead_processes();
   arena->header()->slot = slot;
   arena->header()->incarnation = inc;
   SV_DEBUG("attached to %s as slot %u%s", reg->path().c_str(), slot, service ? ", leased from the host service" : "");
   g_host = new Host(reg, arena, slot, inc, std::move(service));
+  g_joined_registry.store(reg->header(), std::memory_order_relaxed);
   return g_host;
 }
 

@@ -18,6 +18,22 @@
 
 namespace sv::shm {
 
+// The registry of the host this process joined (nullptr before Host::get
+// first succeeds), for code with no Host at hand.
+inline std::atomic<const RegistryHeader*> g_joined_registry{nullptr};
+
+// The slot that holds QPN `qpn` on the host this process joined: the home
+// rule (shm/layout.h) before it joined.
+inline uint32_t qpn_owner(uint32_t qpn) {
+  const RegistryHeader* r = g_joined_registry.load(std::memory_order_relaxed);
+  return r ? block_owner(r->qpn_blocks, qpn_block(qpn)) : home_slot_of_qpn(qpn);
+}
+
+inline uint32_t srqn_owner(uint32_t srqn) {
+  const RegistryHeader* r = g_joined_registry.load(std::memory_order_relaxed);
+  return r ? block_owner(r->srqn_blocks, qpn_block(srqn)) : home_slot_of_qpn(srqn);
+}
+
 class Host : public PrivateHeapObject {
  public:
   // nullptr (errno set) if the host cannot be joined.
@@ -32,6 +48,11 @@ class Host : public PrivateHeapObject {
   PeerTable& peers() { return peers_; }
   uint32_t slot() const { return slot_; }
   uint32_t incarnation() const { return incarnation_; }
+  // The slot of the process that holds a QPN, an MR key, an SRQ number
+  // (shm/layout.h: one load from the registry's table of blocks).
+  uint32_t qpn_owner(uint32_t qpn) const { return block_owner(names_->qpn_blocks, qpn_block(qpn)); }
+  uint32_t key_owner(uint32_t key) const { return block_owner(names_->key_blocks, key_block(key)); }
+  uint32_t srqn_owner(uint32_t srqn) const { return block_owner(names_->srqn_blocks, qpn_block(srqn)); }
   // The host service (shm/host_service.h), when one runs: it holds our
   // slot's lease and brings our RoCEv2 datagrams. nullptr without one.
   HostService* service() const { return service_.load(std::memory_order_acquire); }
@@ -48,6 +69,7 @@ class Host : public PrivateHeapObject {
   Host(Registry* r, Arena* a, uint32_t slot, uint32_t incarnation, std::unique_ptr<HostService> service);
 
   Registry* registry_;
+  const RegistryHeader* names_;  // the registry's tables of blocks
   Arena* arena_;
   uint32_t slot_;
   uint32_t incarnation_;

@@ -7,9 +7,15 @@
 //  * one arena per process: a memfd that holds the tables and queues that
 //    peers must reach (QPs, receive queues, CQs, MR table, doorbells).
 //
-// Names are global per device: QPN = proc slot << 16 | index; MR key =
-// proc slot << 24 | index << 8 | rotation; SRQ number = slot << 16 | index.
-// So a peer finds any object from its number alone, without a lookup table.
+// Names are global per host, 24 bits as on the wire, and leased in blocks
+// of 256 (shm/name_pool.h): a QPN or SRQ number is block << 8 | offset, an
+// MR key block << 16 | offset << 8 | rotation. The registry says which slot
+// holds each block (RegistryHeader::*_blocks), so a peer finds any object
+// from its number with one load. The low 8 bits of a block are its column:
+// column << 8 | offset is the object's index in its owner's table, so the
+// owner needs no lookup at all. Slot s < 256 leases block s << 8 | column
+// when it is free (its home block): QPNs are then slot << 16 | index, as
+// the host service and its kernel steering read them (home_slot_of_qpn).
 //
 // Ordering rule: an owner fills an entry and then publishes its key/qpn with
 // a release store; readers load it with acquire, read the fields, and re-check
@@ -33,7 +39,10 @@ inline constexpr uint64_t kArenaMagic = 0x31616e72'76667673ull;     // "svfvrna1
 // which names the shared files, holds the number: bump it there).
 inline constexpr uint32_t kLayoutVersion = kSharedLayoutVersion;
 
-inline constexpr uint32_t kMaxProcs = 256;  // slot 0 unused: QPNs 0/1 stay reserved
+// Slot 0 is unused (block 0, QPNs 0 and 1, is no one's home): 4096 processes.
+inline constexpr uint32_t kMaxProcs = 4097;
+// Slots whose names can all be home blocks; the host service leases only these.
+inline constexpr uint32_t kHomeSlots = 256;
 inline constexpr uint32_t kMaxQps = 1u << 16;
 inline constexpr uint32_t kMaxMrs = 1u << 16;
 inline constexpr uint32_t kMaxSrqs = 1u << 16;
@@ -41,13 +50,30 @@ inline constexpr uint32_t kMaxContexts = 64;
 inline constexpr uint32_t kMaxDoorbells = 4096;
 inline constexpr uint32_t kAsyncRingSize = 256;
 
-inline constexpr uint32_t qpn_slot(uint32_t qpn) { return (qpn >> 16) & 0xff; }
+inline constexpr uint32_t kNameBlocks = 1u << 16;  // of each kind: QPNs, MR keys, SRQ numbers
+inline constexpr uint32_t kBlockNames = 256;
+// The block that holds the multicast QPN (0xffffff) is never leased for QPs.
+inline constexpr uint32_t kMulticastQpnBlock = 0xffff;
+
+inline constexpr uint32_t qpn_block(uint32_t qpn) { return (qpn >> 8) & 0xffff; }
 inline constexpr uint32_t qpn_index(uint32_t qpn) { return qpn & 0xffff; }
-inline constexpr uint32_t make_qpn(uint32_t slot, uint32_t index) { return slot << 16 | index; }
-inline constexpr uint32_t key_slot(uint32_t key) { return key >> 24; }
+inline constexpr uint32_t make_qpn(uint32_t block, uint32_t index) { return block << 8 | (index & 0xff); }
+inline constexpr uint32_t key_block(uint32_t key) { return key >> 16; }
 inline constexpr uint32_t key_index(uint32_t key) { return (key >> 8) & 0xffff; }
-inline constexpr uint32_t make_key(uint32_t slot, uint32_t index, uint32_t rot) {
-  return slot << 24 | index << 8 | (rot & 0xff);
+inline constexpr uint32_t make_key(uint32_t block, uint32_t index, uint32_t rot) {
+  return block << 16 | (index & 0xff) << 8 | (rot & 0xff);
+}
+// The slot whose home block a name's block is: who holds it when the
+// registry does not say (the host service's rule, where each user's
+// registry knows only its own processes' blocks).
+inline constexpr uint32_t home_slot_of_block(uint32_t block) { return block >> 8; }
+inline constexpr uint32_t home_slot_of_qpn(uint32_t qpn) { return (qpn >> 16) & 0xff; }
+
+// The slot that holds `block`: one load. A block the registry has not
+// leased is taken to be its home slot's (0 for block 0..255: no one).
+inline uint32_t block_owner(const std::atomic<uint32_t>* blocks, uint32_t block) {
+  const uint32_t slot = blocks[block].load(std::memory_order_acquire);
+  return slot ? (slot < kMaxProcs ? slot : 0) : home_slot_of_block(block);  // (a slot, whatever the word)
 }
 
 // ---------------------------------------------------------------- registry
@@ -70,6 +96,9 @@ struct alignas(128) ProcSlot {
   // of this host names a QP only in the namespace that has the address:
   // shared memory does not reach across namespaces (each is a host).
   uint64_t netns_ino;
+  // How many blocks of names (shm/name_pool.h) the process leased: the
+  // registry's tables are searched for a dead slot's only when it had some.
+  std::atomic<uint32_t> name_blocks;
 };
 static_assert(sizeof(ProcSlot) == 128);
 
@@ -138,6 +167,10 @@ struct RegistryHeader {
   McastTable mcast;
   pthread_mutex_t atomic_locks[kAtomicLockStripes];  // robust
   XrcdTable xrcds;
+  // Which slot holds each block of names (0: none): shm/name_pool.h.
+  std::atomic<uint32_t> qpn_blocks[kNameBlocks];
+  std::atomic<uint32_t> key_blocks[kNameBlocks];
+  std::atomic<uint32_t> srqn_blocks[kNameBlocks];
 };
 static_assert(offsetof(RegistryHeader, procs) == 4096);
 

@@ -133,7 +133,7 @@ Registry* Registry::open_or_create() {
   // left (once per namespace: a machine that runs namespace tests makes
   // hundreds). Not in a domain named on purpose: its files are shared.
   if (fresh && !named) remove_state_of_idle_namespaces(runtime_dir());
-  return new Registry(fd, hdr, path);
+  return new Registry(fd, hdr, path, fresh);
 }
 
 Registry::~Registry() {
@@ -187,17 +187,47 @@ std::vector<uint32_t> Registry::claimable_slots() {
   return free;
 }
 
+// The blocks of names (shm/name_pool.h) whose holder is gone go back to
+// the host: a process keeps its blocks for its whole life, and the
+// registry's claims lock, held here, keeps a dead slot dead meanwhile (so
+// a block freed here cannot be one its slot's next process leased).
+//
+// A process killed before its exit handlers ran also left its files in the
+// runtime directory (shm/runtime_dir.h): they go here too, once per dead
+// slot (its pid is then cleared).
+void Registry::tidy_dead_slots() {
+  std::vector<bool> live(kMaxProcs, false);
+  bool dead_held_names = false;
+  for (uint32_t i = 1; i < kMaxProcs; ++i) {
+    ProcSlot& s = hdr_->procs[i];
+    live[i] = s.state.load(std::memory_order_acquire) == kProcLive && proc_alive(s);
+    if (live[i]) continue;
+    if (s.pid > 0) {
+      remove_files_of_gone_process(s.pid);
+      s.pid = 0;
+    }
+    if (s.name_blocks.exchange(0, std::memory_order_acq_rel)) dead_held_names = true;
+  }
+  if (!dead_held_names) return;  // (the tables hold 196608 entries: a search per claim showed)
+  for (std::atomic<uint32_t>* table : {hdr_->qpn_blocks, hdr_->key_blocks, hdr_->srqn_blocks})
+    for (uint32_t b = 0; b < kNameBlocks; ++b)
+      if (uint32_t holder = table[b].load(std::memory_order_relaxed); holder && (holder >= kMaxProcs || !live[holder]))
+        table[b].store(0, std::memory_order_relaxed);
+  forget_memberships_of_freed_names();
+}
+
 // A process that died (or was killed) with QPs attached to multicast groups
-// left their QPNs there. Its slot's next owner makes QPs with the same
-// numbers: one of them would be "already attached", and its detach would
-// then leave its count below zero (ibv_destroy_qp EBUSY: perftest's
+// left their QPNs there. The next holder of their block makes QPs with the
+// same numbers: one of them would be "already attached", and its detach
+// would then leave its count below zero (ibv_destroy_qp EBUSY: perftest's
 // "Couldn't destroy all SEND resources" after mckey runs were killed).
-// The slot starts with no memberships.
-void Registry::forget_memberships_of_slot(uint32_t slot) {
+// Memberships of QPNs whose block no live process holds are dropped.
+void Registry::forget_memberships_of_freed_names() {
   RobustLock lock(&hdr_->mcast.lock);
   for (McastGroup& g : hdr_->mcast.groups)
     for (auto& m : g.members)
-      if (uint32_t qpn = m.load(std::memory_order_relaxed); qpn && qpn_slot(qpn) == slot)
+      if (uint32_t qpn = m.load(std::memory_order_relaxed);
+          qpn && !hdr_->qpn_blocks[qpn_block(qpn)].load(std::memory_order_relaxed))
         m.store(0, std::memory_order_release);
 }
 
@@ -208,7 +238,6 @@ void Registry::fill_slot(uint32_t slot, int arena_fd, uint64_t arena_ino, uint64
   // and we hold the registry's claims lock, so no other process claims this slot.
   robust_mutex_init(&s.alive);
   s.incarnation.fetch_add(1, std::memory_order_relaxed);
-  forget_memberships_of_slot(slot);
   s.pid = getpid();
   s.arena_fd = arena_fd;
   s.arena_ino = arena_ino;

@@ -21,7 +21,9 @@ class Registry : public PrivateHeapObject {
   RegistryHeader* header() const { return hdr_; }
   ProcSlot& proc(uint32_t slot) const { return hdr_->procs[slot]; }
 
-  // Finds a free or dead slot and prepares it for this process. Runs under
+  // Finds a free or dead slot and prepares it for this process, after
+  // tidying what processes that are gone left: their name blocks, and their
+  // files in the runtime directory. Runs under
   // the registry's claims lock (RegistryHeader::claims) so that two
   // processes never claim the same slot. `lock_alive` is called with the slot's liveness mutex and
   // must return once some long-lived thread of ours holds it.
@@ -38,15 +40,19 @@ class Registry : public PrivateHeapObject {
   uint32_t claim(int arena_fd, uint64_t arena_ino, uint64_t arena_size, LockAlive&& lock_alive, MayTake&& may_take);
 
   const std::string& path() const { return path_; }
+  // This process made the file (the first of its namespace).
+  bool made_here() const { return made_here_; }
 
   ~Registry();
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
 
  private:
-  Registry(int fd, RegistryHeader* hdr, std::string path) : fd_(fd), hdr_(hdr), path_(std::move(path)) {}
+  Registry(int fd, RegistryHeader* hdr, std::string path, bool made_here)
+      : fd_(fd), hdr_(hdr), path_(std::move(path)), made_here_(made_here) {}
   std::vector<uint32_t> claimable_slots();
-  void forget_memberships_of_slot(uint32_t slot);
+  void tidy_dead_slots();
+  void forget_memberships_of_freed_names();
   void fill_slot(uint32_t slot, int arena_fd, uint64_t arena_ino, uint64_t arena_size);
   bool lock_claims();
   void unlock_claims();
@@ -55,6 +61,7 @@ class Registry : public PrivateHeapObject {
   int fd_;
   RegistryHeader* hdr_;
   std::string path_;
+  bool made_here_;
 };
 
 template <typename LockAlive, typename MayTake>
@@ -65,6 +72,7 @@ uint32_t Registry::claim(int arena_fd, uint64_t arena_ino, uint64_t arena_size, 
     unlock_claims();
     return kRemoved;
   }
+  tidy_dead_slots();
   uint32_t slot = 0;
   for (uint32_t candidate : claimable_slots())
     if (may_take(candidate)) {

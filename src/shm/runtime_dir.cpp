@@ -33,17 +33,30 @@ const std::string& runtime_dir() {
   return dir;
 }
 
-void remove_files_of_dead_processes(const char* prefix) {
+namespace {
+
+bool process_gone(long pid) { return pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
+
+}  // namespace
+
+void remove_files_of_dead_processes() {
   const std::string& dir = runtime_dir();
   DIR* d = dir.empty() ? nullptr : opendir(dir.c_str());
   if (!d) return;
-  const size_t n = std::strlen(prefix);
-  while (dirent* e = readdir(d)) {
-    if (std::strncmp(e->d_name, prefix, n) != 0) continue;
-    long pid = std::strtol(e->d_name + n, nullptr, 10);
-    if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) unlinkat(dirfd(d), e->d_name, 0);
-  }
+  while (dirent* e = readdir(d))
+    for (const char* prefix : kPidFilePrefixes) {
+      const size_t n = std::strlen(prefix);
+      if (std::strncmp(e->d_name, prefix, n) != 0) continue;
+      if (process_gone(std::strtol(e->d_name + n, nullptr, 10))) unlinkat(dirfd(d), e->d_name, 0);
+      break;
+    }
   closedir(d);
+}
+
+void remove_files_of_gone_process(int pid) {
+  const std::string& dir = runtime_dir();
+  if (dir.empty() || !process_gone(pid)) return;
+  for (const char* prefix : kPidFilePrefixes) unlink((dir + "/" + prefix + std::to_string(pid)).c_str());
 }
 
 }  // namespace sv::shm

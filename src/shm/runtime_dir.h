@@ -21,9 +21,17 @@ namespace sv::shm {
 // tried again at the next call).
 const std::string& runtime_dir();
 
-// Removes the files `<prefix><pid>` of the runtime directory whose process
-// is gone (killed before its exit handlers could), as the next process that
-// makes such a file of its own does.
-void remove_files_of_dead_processes(const char* prefix);
+// The files a process keeps in the runtime directory, `<prefix><pid>`: its
+// fd lender's socket (shm/fd_lender.h), fault control (core/fault_control.h)
+// and RoCEv2 counters (transport/roce_counters.h). Its exit handlers remove
+// them; those of a process killed first are removed by the next holder of
+// its registry slot (remove_files_of_gone_process, Host::get), and all such
+// files of processes that are gone by a namespace's first process
+// (remove_files_of_dead_processes), which bounds what namespaces that are gone
+// leave. (Every process used to read the whole directory and signal each
+// file's pid: with 4096 processes, 33 million kill() calls in all.)
+inline constexpr const char* kPidFilePrefixes[] = {"lend.", "ctl.", "net."};
+void remove_files_of_dead_processes();
+void remove_files_of_gone_process(int pid);
 
 }  // namespace sv::shm

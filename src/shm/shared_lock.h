@@ -16,13 +16,22 @@
 
 namespace sv::shm {
 
-// Identifies this process as a lock holder: slot in the high byte, the low
-// 24 bits of its incarnation below. Never 0.
-inline uint32_t lock_owner_id(uint32_t slot, uint32_t incarnation) { return slot << 24 | (incarnation & 0xffffff); }
+// Identifies this process as a lock holder: slot in the high 13 bits, the
+// low 19 bits of its incarnation below. Never 0.
+static_assert(kMaxProcs <= 1u << 13);
+inline constexpr uint32_t kHolderIncarnationMask = 0x7ffff;
+inline uint32_t lock_owner_id(uint32_t slot, uint32_t incarnation) {
+  return slot << 19 | (incarnation & kHolderIncarnationMask);
+}
+inline uint32_t lock_owner_slot(uint32_t word) { return word >> 19; }
+inline bool lock_owner_is(uint32_t word, uint32_t incarnation) {
+  return (word & kHolderIncarnationMask) == (incarnation & kHolderIncarnationMask);
+}
 
 inline bool lock_holder_dead(const RegistryHeader& reg, uint32_t word) {
-  const ProcSlot& p = reg.procs[(word >> 24) & 0xff];
-  return !proc_alive(p) || (p.incarnation.load(std::memory_order_acquire) & 0xffffff) != (word & 0xffffff);
+  if (lock_owner_slot(word) >= kMaxProcs) return true;  // (no process's word)
+  const ProcSlot& p = reg.procs[lock_owner_slot(word)];
+  return !proc_alive(p) || !lock_owner_is(word, p.incarnation.load(std::memory_order_acquire));
 }
 
 class SharedLockGuard {

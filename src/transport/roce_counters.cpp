@@ -43,7 +43,6 @@ std::string stats_path(pid_t pid) {
 
 void Counters::open() {
   if (file_) return;
-  shm::remove_files_of_dead_processes("net.");
   path_ = stats_path(getpid());
   if (path_.empty()) return;  // runtime_dir said why
   int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/message.h"
+#include "shm/host.h"
 #include "core/transport.h"
 #include "core/pd.h"
 #include "net/roce_header.h"
@@ -229,7 +230,7 @@ struct PacketAddrs {
 // Whether a packet with these addresses may be from the process of our
 // connected peer QP `peer_qpn` (from elsewhere, the address decides).
 inline bool from_peer_slot(const PacketAddrs& from, uint32_t peer_qpn) {
-  return from.sender_slot == 0 || from.sender_slot == shm::qpn_slot(peer_qpn);
+  return from.sender_slot == 0 || from.sender_slot == shm::qpn_owner(peer_qpn);
 }
 
 class Engine {

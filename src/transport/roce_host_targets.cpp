@@ -16,7 +16,7 @@ shm::QpShared& shared_of(const TargetQp& t) { return *static_cast<shm::QpShared*
 
 bool HostTargets::find(uint32_t qpn, TargetQp* out) {
   shm::Host* host = shm::Host::get();
-  const shm::Peer* p = host ? host->peers().get(shm::qpn_slot(qpn)) : nullptr;
+  const shm::Peer* p = host ? host->peers().get(host->qpn_owner(qpn)) : nullptr;
   if (!p) return false;
   auto* entry = p->at<shm::QpSlotEntry>(p->header()->qp_table + shm::qpn_index(qpn) * sizeof(shm::QpSlotEntry));
   if (!entry || entry->qpn.load(std::memory_order_acquire) != qpn) return false;

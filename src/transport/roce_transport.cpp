@@ -182,7 +182,7 @@ void deliver_to_members(Nic& n, const net::RocePacket& pkt, size_t len, const Da
     return;
   }
   std::vector<uint32_t> members = mcast_members(*shm::Host::get()->registry().header(), group);
-  std::erase_if(members, [&](uint32_t qpn) { return shm::qpn_slot(qpn) != n.slot; });
+  std::erase_if(members, [&](uint32_t qpn) { return shm::qpn_owner(qpn) != n.slot; });
   if (members.empty()) return;  // another process's group
   Capture& cap = Capture::get();
   if (__builtin_expect(cap.enabled(), 0))
@@ -284,7 +284,7 @@ void handle_datagram(Nic& n, uint8_t* buf, size_t len, const DatagramInfo& info,
   // A local process speaks for itself only: its UD datagrams name a source
   // QP of its own slot (or QP1, the CM's).
   if (sender_slot && (pkt.bth.opcode & net::kTransportMask) == net::kTransportUd && pkt.deth.src_qp != 1 &&
-      shm::qpn_slot(pkt.deth.src_qp) != sender_slot) {
+      shm::qpn_owner(pkt.deth.src_qp) != sender_slot) {
     e.counters.add_device(kUnattested);
     return;
   }
@@ -299,7 +299,7 @@ void handle_datagram(Nic& n, uint8_t* buf, size_t len, const DatagramInfo& info,
     deliver_to_members(n, pkt, len, info, local_port);
     return;
   }
-  const uint32_t owner = shm::qpn_slot(pkt.bth.dest_qp);
+  const uint32_t owner = shm::qpn_owner(pkt.bth.dest_qp);
   if (owner != n.slot) {
     if (forwarded || !n.port.fwd.forward(owner, info, local_port, buf + net::kDatagramHeadroom, len))
       e.counters.add_device(kNoQp);
@@ -376,8 +376,8 @@ void hand_over_at_exit() {
           uint8_t* at = buf + net::kDatagramHeadroom;
           const uint32_t qpn = net::be::get24(at + 5);  // BTH DestQP
           // (Multicast: every member process got its own copy.)
-          if (qpn != shm::kMulticastQpn && shm::qpn_slot(qpn) != n.slot)
-            n.port.fwd.forward(shm::qpn_slot(qpn), infos[s], port, at, len);
+          if (const uint32_t owner = shm::qpn_owner(qpn); qpn != shm::kMulticastQpn && owner != n.slot)
+            n.port.fwd.forward(owner, infos[s], port, at, len);
         });
     }
   }
@@ -391,7 +391,7 @@ void hand_over_at_exit() {
 bool forward_whole(Nic& n, uint8_t* slot, size_t len, uint16_t seg, const DatagramInfo& info,
                    uint16_t local_port) {
   const uint8_t* data = slot + net::kDatagramHeadroom;
-  const uint32_t owner = hostd::whole_buffer_slot(data, len, seg);  // (the host service's rule too)
+  const uint32_t owner = hostd::whole_buffer_slot(data, len, seg, shm::qpn_owner);
   if (!owner || owner == n.slot) return false;
   if (!n.port.fwd.forward(owner, info, local_port, data, len, seg)) return false;
   n.engine.counters.add_device(kForwarded, (len + seg - 1) / seg);

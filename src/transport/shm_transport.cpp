@@ -69,8 +69,13 @@ bool cached_target_valid(const ShmConnection& c, uint32_t qpn) {
 Response ShmTransport::deliver_to_qp(const Message& m) {
   ShmConnection* c = m.qp_type == IBV_QPT_UD ? nullptr : connections_.find(m.src_qpn);
   if (c && cached_target_valid(*c, m.dst_qpn)) return respond(host_.peers(), *c->owner, *c->target, m, &c->ahead);
+  return deliver_uncached(m, c);
+}
+
+// (Out of line: its registers and stack are not the cached path's to set up.)
+Response ShmTransport::deliver_uncached(const Message& m, ShmConnection* c) {
   const Response lost{is_reliable(m.qp_type) ? Outcome::kNoResponse : Outcome::kDropped, 0};
-  const shm::Peer* owner = host_.peers().get(shm::qpn_slot(m.dst_qpn));
+  const shm::Peer* owner = host_.peers().get(host_.qpn_owner(m.dst_qpn));
   // In another network namespace: another host, which our GID does not
   // reach (two namespaces both have 127.0.0.1; a packet to it stays home).
   const uint64_t ours = host_.registry().proc(host_.slot()).netns_ino;

@@ -25,6 +25,7 @@ class ShmTransport final : public Transport, public PrivateHeapObject {
 
  private:
   Response deliver_to_qp(const Message& m);
+  __attribute__((noinline)) Response deliver_uncached(const Message& m, ShmConnection* c);
   Response deliver_to_group(const Message& m);
   Response deliver_captured(const Message& m);
 

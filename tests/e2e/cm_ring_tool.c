@@ -7,6 +7,10 @@
 // completion channels (rdma_get_recv_comp), so hundreds of processes share
 // two cores.
 //   cm_ring_tool INDEX COUNT MY_ADDR MY_PORT NEXT_ADDR NEXT_PORT ROUNDS
+//   cm_ring_tool --fork COUNT ADDR FIRST_PORT ROUNDS
+// The second forms the whole ring on one address, process i on port
+// FIRST_PORT + i, forked rather than started by a shell: 4096 shells and
+// `timeout`s cost more than the ring (a third of the test's CPU time).
 #include <errno.h>
 #include <pthread.h>
 #include <rdma/rdma_cma.h>
@@ -16,6 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static struct ibv_qp_init_attr qp_attr(void) {
@@ -60,16 +67,61 @@ static void* accept_previous(void* unused) {
   return NULL;
 }
 
+static int member(char** argv);
+
+// --fork COUNT ADDR FIRST_PORT ROUNDS: every member a child of this process.
+static int fork_ring(char** argv) {
+  const int count = atoi(argv[2]), first_port = atoi(argv[4]);
+  pid_t* kids = calloc((size_t)count, sizeof(pid_t));
+  if (!kids || count < 2) return 2;
+  for (int i = 0; i < count; ++i) {
+    kids[i] = fork();
+    if (kids[i] < 0) return perror("fork"), 1;
+    if (kids[i] == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);  // (the test's timeout kills this process: the ring goes with it)
+      if (getppid() == 1) _exit(1);
+      char index[16], my_port[16], next_port[16];
+      snprintf(index, sizeof index, "%d", i);
+      snprintf(my_port, sizeof my_port, "%d", first_port + i);
+      snprintf(next_port, sizeof next_port, "%d", first_port + (i + 1) % count);
+      char* args[] = {argv[0], index, argv[2], argv[3], my_port, argv[3], next_port, argv[5], NULL};
+      _exit(member(args));
+    }
+  }
+  int failed = 0;
+  for (int i = 0; i < count; ++i) {
+    int st = 0;
+    if (waitpid(kids[i], &st, 0) != kids[i] || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      fprintf(stderr, "process %d failed (status %#x)\n", i, st);
+      ++failed;
+    }
+  }
+  free(kids);
+  return failed ? 1 : 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 6 && strcmp(argv[1], "--fork") == 0) return fork_ring(argv);
   if (argc != 8) {
-    fprintf(stderr, "usage: %s INDEX COUNT MY_ADDR MY_PORT NEXT_ADDR NEXT_PORT ROUNDS\n", argv[0]);
+    fprintf(stderr, "usage: %s INDEX COUNT MY_ADDR MY_PORT NEXT_ADDR NEXT_PORT ROUNDS\n"
+                    "       %s --fork COUNT ADDR FIRST_PORT ROUNDS\n", argv[0], argv[0]);
     return 2;
   }
+  return member(argv);
+}
+
+static int member(char** argv) {
   const int index = atoi(argv[1]), count = atoi(argv[2]), rounds = atoi(argv[7]);
   struct ibv_qp_init_attr attr = qp_attr();
   struct rdma_addrinfo* mine = address(argv[3], argv[4], 1);
-  if (!mine || rdma_create_ep(&listener, mine, NULL, &attr) || rdma_listen(listener, 4))
-    return perror("listen"), 1;
+  if (!mine || rdma_create_ep(&listener, mine, NULL, &attr) || rdma_listen(listener, 4)) {
+    const int err = errno;
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "ss -xlpn | grep -F ':%s' >&2", argv[4]);
+    fprintf(stderr, "listen on %s:%s: %s; who holds the name:\n", argv[3], argv[4], strerror(err));
+    if (getenv("RING_DEBUG")) system(cmd);
+    return 1;
+  }
   pthread_t acceptor;
   pthread_create(&acceptor, NULL, accept_previous, NULL);
 
@@ -115,6 +167,7 @@ int main(int argc, char** argv) {
     if (in.buf != (uint64_t)rounds * count)
       return fprintf(stderr, "ring: the last round came back as %llu\n", (unsigned long long)in.buf), 1;
     printf("ring OK: %d processes, %d rounds\n", count, rounds);
+    fflush(stdout);
   }
   // Every token this process sent was acknowledged (its send completed):
   // leaving now loses nothing.

@@ -9,7 +9,7 @@ limit=$(grep -oE '[0-9]+ processes per domain' "$readme" | grep -oE '^[0-9]+') |
   { echo "the README states no process limit"; exit 1; }
 export SOFTVERBS_DOMAIN=limit$$
 trap 'rm -f /dev/shm/softverbs-limit$$.v*' EXIT
-out=$(timeout 120 "$tool" $((limit + 1))) || { echo "tool failed: $out"; exit 1; }
+out=$(timeout 240 "$tool" $((limit + 1))) || { echo "tool failed: $out"; exit 1; }
 echo "$out (README says $limit)"
 opened=$(sed -E 's/.* opened ([0-9]+) .*/\1/' <<<"$out")
 first_error=$(sed -E 's/.* first_error ([0-9]+) .*/\1/' <<<"$out")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A full /dev/shm is an error the verb returns, never a signal, and the
 # device works again once there is room. In a mount namespace of its own
-# with a small tmpfs on /dev/shm:
+# with a small tmpfs on /dev/shm (4 MiB: room for two registries, 1.3 MiB
+# each with 4096 slots and their tables of name blocks):
 #  1. /dev/shm full before the registry exists: ibv_open_device fails with
 #     ENOSPC (was SIGBUS: the registry's pages were touched after ftruncate);
 #     once space is freed, it opens.
@@ -20,7 +21,7 @@ export a b here=$(dirname "$0")
 unshare -m bash -c '
 set -u
 . "$here/two_hosts.sh"
-mount -t tmpfs -o size=2m tmpfs /dev/shm || { echo "cannot mount a private /dev/shm: skipped"; exit 77; }
+mount -t tmpfs -o size=4m tmpfs /dev/shm || { echo "cannot mount a private /dev/shm: skipped"; exit 77; }
 fill() { dd if=/dev/zero of=/dev/shm/fill bs=4k 2>/dev/null; }
 fail=0
 fill

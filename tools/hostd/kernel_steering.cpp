@@ -41,16 +41,16 @@ void KernelSteering::reset() {
 
 bool KernelSteering::attach(int service_fd) {
   map_ = bpf_map_create(BPF_MAP_TYPE_REUSEPORT_SOCKARRAY, "sv_slots", sizeof(uint32_t), sizeof(uint64_t),
-                        shm::kMaxProcs, nullptr);
+                        shm::kHomeSlots, nullptr);
   if (map_ < 0) return false;
-  // key = the slot byte of DestQP (datagram_route.h's rule: shm::qpn_slot);
+  // key = the slot byte of DestQP (datagram_route.h's rule: shm::home_slot_of_qpn);
   // select that member, else the service's (key 0), else drop.
   //   r6 = ctx; *(u64 *)(fp - 8) = 0
   //   r0 = skb_load_bytes(ctx, 8 + kDestQpSlotByte, fp - 8, 1); if r0 != 0: drop
   //   r0 = sk_select_reuseport(ctx, map, fp - 8, 0); if r0 == 0: pass
   //   *(u64 *)(fp - 8) = 0; r0 = sk_select_reuseport(ctx, map, fp - 8, 0); if r0 == 0: pass
   //   drop: r0 = SK_DROP; exit       pass: r0 = SK_PASS; exit
-  static_assert(shm::qpn_slot(0xab0000) == 0xab && kDestQpSlotByte == 5, "the slot is DestQP's first byte");
+  static_assert(shm::home_slot_of_qpn(0xab0000) == 0xab && kDestQpSlotByte == 5, "the slot is DestQP's first byte");
   const bpf_insn ld_map[2] = {insn(BPF_LD | BPF_DW | BPF_IMM, 2, BPF_PSEUDO_MAP_FD, 0, map_), insn(0, 0, 0, 0, 0)};
   const bpf_insn prog[] = {
       insn(BPF_ALU64 | BPF_MOV | BPF_X, 6, 1, 0, 0),

@@ -419,7 +419,7 @@ void Service::lease(int fd, Client& c, const uint8_t* bytes, size_t n) {
   std::memcpy(&req, bytes, std::min(sizeof req, n));
   LeaseReply rep;
   rep.slot = req.slot;
-  if (n != sizeof req || req.type != kLease || req.slot == 0 || req.slot >= shm::kMaxProcs) {
+  if (n != sizeof req || req.type != kLease || req.slot == 0 || req.slot >= shm::kHomeSlots) {
     rep.holder_uid = UINT32_MAX - 1;  // not a slot anyone can have
   } else if (c.slot) {
     rep.holder_uid = c.uid;  // one lease per process
@@ -568,7 +568,7 @@ void Service::rejoin(int fd, Client& c, const uint8_t* bytes, size_t n, int* fds
   LeaseReply rep;
   rep.slot = m.slot;
   const bool well_formed = n == sizeof m && m.member4 <= 1 && m.member6 <= 1 && m.send4 <= 1 && m.send6 <= 1 &&
-                           count == m.member4 + m.member6 + m.send4 + m.send6 && m.slot && m.slot < shm::kMaxProcs &&
+                           count == m.member4 + m.member6 + m.send4 + m.send6 && m.slot && m.slot < shm::kHomeSlots &&
                            !c.slot;
   uint32_t holder = 0;
   if (!well_formed || !may_lease(m.slot, c, &holder)) {
@@ -625,7 +625,7 @@ int new_ring() {
 void Service::open_channel(int fd, Client& c, const uint8_t* bytes, size_t n) {
   ChannelRequest m;
   std::memcpy(&m, bytes, std::min(sizeof m, n));
-  if (n != sizeof m || !c.slot || !m.slot || m.slot >= shm::kMaxProcs || m.slot == c.slot) return;
+  if (n != sizeof m || !c.slot || !m.slot || m.slot >= shm::kHomeSlots || m.slot == c.slot) return;
   const int peer_fd = by_slot_[m.slot];
   if (peer_fd < 0) return;
   Client& peer = clients_[peer_fd];
@@ -794,7 +794,7 @@ bool speaks_for_itself(const uint8_t* data, size_t len, uint32_t slot) {
   if (!ud) return slot != 0;
   if (len < net::kBthBytes + 8) return false;
   const uint32_t src_qp = net::be::get24(data + net::kBthBytes + 5);
-  return src_qp == 1 || (slot && shm::qpn_slot(src_qp) == slot);
+  return src_qp == 1 || (slot && shm::home_slot_of_qpn(src_qp) == slot);
 }
 
 // A CM MAD from librdmacm over its connection (kSend): routed as one from
@@ -1025,7 +1025,7 @@ void Service::load_state() {
     int pid;
     char key[300];
     std::string k;
-    if (std::sscanf(line, "slot %u %u %d", &slot, &uid, &pid) == 3 && slot && slot < shm::kMaxProcs) {
+    if (std::sscanf(line, "slot %u %u %d", &slot, &uid, &pid) == 3 && slot && slot < shm::kHomeSlots) {
       if (!alive_here(pid, uid)) continue;
       reserved_[slot] = Reserved{uid, pid, until};
       ++slots;

@@ -122,7 +122,7 @@ class Service {
   int epoll_ = -1;
   int spare_fd_ = -1;  // given up to accept (and refuse) a connection at the file limit
   std::unordered_map<int, Client> clients_;
-  int by_slot_[shm::kMaxProcs];  // the client fd holding each slot's lease; -1: none
+  int by_slot_[shm::kHomeSlots];  // the client fd holding each slot's lease; -1: none
   ConnectionBudget budget_;
   ClaimTable claims_;
   // Connections whose process's network thread runs, by pid and by uid: CM
@@ -152,7 +152,7 @@ class Service {
     pid_t pid = 0;
     uint64_t until_ns = 0;
   };
-  Reserved reserved_[shm::kMaxProcs];
+  Reserved reserved_[shm::kHomeSlots];
   std::unordered_map<std::string, Reserved> reserved_claims_;
   uint64_t netns_cookie_ = 0;
   std::vector<uint8_t> inbox_;
