@@ -24,6 +24,8 @@ constexpr LimitText kTexts[] = {
     {"ibv_alloc_mw", "memory windows", "max_mw of ibv_query_device"},
     {"ibv_create_qp", "QP numbers of this process", "max_qp of ibv_query_device"},
     {"ibv_reg_mr", "memory keys of this process", "max_mr of ibv_query_device"},
+    {"a create call", "blocks of 256 names (QP numbers, memory keys or SRQ numbers) of this host",
+     "2^24 names of each kind, shared by the host's processes"},
     {"a create call", "bytes of this process's shared-memory arena", "SOFTVERBS_ARENA_GB, in GiB"},
 };
 static_assert(sizeof kTexts / sizeof kTexts[0] == static_cast<size_t>(Limit::kCount));

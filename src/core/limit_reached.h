@@ -21,6 +21,7 @@ enum class Limit {
   kMws,         // max_mw
   kQpNumbers,   // the QP numbers of the process's slot (shm/layout.h)
   kMrKeys,      // the memory keys of the process's slot
+  kHostNames,   // the host's blocks of names of one kind (shm/name_pool.h)
   kSharedMemory,  // the process's shared-memory arena (SOFTVERBS_ARENA_GB)
   kCount
 };
