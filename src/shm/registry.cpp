@@ -95,7 +95,11 @@ Registry* Registry::open_or_create() {
     // Its pages are allocated now, not at first touch: on a full /dev/shm
     // that touch would be a SIGBUS (ftruncate only sets the size); here it
     // is an error the verb returns, and the next attempt starts over.
-    if (int err = posix_fallocate(fd, 0, sizeof(RegistryHeader))) {
+    // (Emptied first: the pages are then zeros, and a new registry is not
+    // written over whole, 1.3 MiB each of its first process touched.)
+    int err = ftruncate(fd, 0) != 0 ? errno : 0;
+    if (!err) err = posix_fallocate(fd, 0, sizeof(RegistryHeader));
+    if (err) {
       SV_ERROR("cannot allocate registry %s: %s%s", path.c_str(), strerror(err),
                err == ENOSPC ? " (/dev/shm is full)" : "");
       flock(fd, LOCK_UN);
@@ -116,8 +120,10 @@ Registry* Registry::open_or_create() {
   if (fresh || hdr->magic != kRegistryMagic || hdr->version != kLayoutVersion ||
       hdr->header_size != sizeof(RegistryHeader)) {
     // New, or not a registry at all (a truncated or foreign file): start over.
-    if (!fresh) SV_WARN("re-initialising registry %s (it was not a valid registry)", path.c_str());
-    std::memset(p, 0, sizeof(RegistryHeader));
+    if (!fresh) {
+      SV_WARN("re-initialising registry %s (it was not a valid registry)", path.c_str());
+      std::memset(p, 0, sizeof(RegistryHeader));
+    }
     hdr->version = kLayoutVersion;
     hdr->header_size = sizeof(RegistryHeader);
     hdr->node_guid = host_node_guid();
