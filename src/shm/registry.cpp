@@ -208,10 +208,8 @@ void Registry::tidy_dead_slots() {
     ProcSlot& s = hdr_->procs[i];
     live[i] = s.state.load(std::memory_order_acquire) == kProcLive && proc_alive(s);
     if (live[i]) continue;
-    if (s.pid > 0) {
-      remove_files_of_gone_process(s.pid);
-      s.pid = 0;
-    }
+    // (A pid a live process has again stays, for a later claim to try.)
+    if (s.pid > 0 && remove_files_of_gone_process(s.pid)) s.pid = 0;
     if (s.name_blocks.exchange(0, std::memory_order_acq_rel)) dead_held_names = true;
   }
   if (!dead_held_names) return;  // (the tables hold 196608 entries: a search per claim showed)

@@ -1,10 +1,12 @@
 #include "shm/runtime_dir.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -35,7 +37,23 @@ const std::string& runtime_dir() {
 
 namespace {
 
-bool process_gone(long pid) { return pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
+// Gone, or a zombie: killed and not yet reaped by its parent (it still has
+// its pid, but nothing of it runs). A live process that has the pid again
+// is not gone: its files have the same names.
+bool process_gone(long pid) {
+  if (pid <= 0) return false;
+  if (kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+  char path[64], buf[256];
+  std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return false;
+  buf[n] = 0;
+  const char* end = std::strrchr(buf, ')');  // (after the command name, which may hold anything)
+  return end && end[1] == ' ' && (end[2] == 'Z' || end[2] == 'X');
+}
 
 }  // namespace
 
@@ -53,10 +71,11 @@ void remove_files_of_dead_processes() {
   closedir(d);
 }
 
-void remove_files_of_gone_process(int pid) {
+bool remove_files_of_gone_process(int pid) {
   const std::string& dir = runtime_dir();
-  if (dir.empty() || !process_gone(pid)) return;
+  if (dir.empty() || !process_gone(pid)) return false;
   for (const char* prefix : kPidFilePrefixes) unlink((dir + "/" + prefix + std::to_string(pid)).c_str());
+  return true;
 }
 
 }  // namespace sv::shm

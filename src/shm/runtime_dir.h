@@ -32,6 +32,7 @@ const std::string& runtime_dir();
 // file's pid: with 4096 processes, 33 million kill() calls in all.)
 inline constexpr const char* kPidFilePrefixes[] = {"lend.", "ctl.", "net."};
 void remove_files_of_dead_processes();
-void remove_files_of_gone_process(int pid);
+// True if the process is gone (or a zombie) and its files were removed.
+bool remove_files_of_gone_process(int pid);
 
 }  // namespace sv::shm
