@@ -51,6 +51,15 @@ def opcode_name(op):
     return '%s_%s' % (t, o) if t and o else 'OPCODE_%#04x' % op
 
 
+# Frames tshark finds malformed or warns about. Not those where it took the
+# application's payload for a raw ethertype (the IB dissector does when a
+# payload's first 2 bytes are a known ethertype and the next 2 are zero:
+# perftest's ib_read_lat buffer, read whole as 2 bytes 90 00 and 2 bytes of
+# pad, became an empty "loopback" frame, and the test failed in one CI run
+# of ten): those bytes are the application's, not our encoding.
+FLAGGED = '(_ws.malformed || _ws.expert.severity >= "Warning") && !(frame.protocols contains "infiniband:ethertype")'
+
+
 def tshark(path, *args):
     # tshark is not under test: not with our library or a sanitizer runtime.
     env = {k: v for k, v in os.environ.items() if k not in ('LD_PRELOAD', 'LD_LIBRARY_PATH', 'SOFTVERBS_PCAP')}
@@ -159,10 +168,10 @@ def main():
         opcodes = [line.strip() for line in tshark(path, '-T', 'fields', '-e', 'infiniband.bth.opcode').splitlines()]
         total = len(opcodes)
         roce = sum(1 for op in opcodes if op)
-        bad = len(tshark(path, '-Y', '_ws.malformed || _ws.expert.severity >= "Warning"').splitlines())
+        bad = len(tshark(path, '-Y', FLAGGED).splitlines())
         print('%s: %d packets, %d decoded as RoCE, %d malformed or flagged' % (name, total, roce, bad))
         if total == 0 or roce != total or bad:
-            print(tshark(path, '-Y', '_ws.malformed || _ws.expert.severity >= "Warning"', '-V')[:6000])
+            print(tshark(path, '-Y', FLAGGED, '-V')[:6000])
             ok = False
         for op in filter(None, opcodes):
             n = opcode_name(int(op.split(',')[0], 0))
