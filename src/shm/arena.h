@@ -101,19 +101,14 @@ class Arena : public PrivateHeapObject {
 
  private:
   Arena(int fd, uint64_t ino, uint8_t* base, uint64_t size);
-  int64_t locked_take(IndexPool& p) {
+  // (IndexPool or NamePool: the same take/give_back.)
+  template <typename Pool>
+  int64_t locked_take(Pool& p) {
     std::lock_guard g(mu_);
     return p.take();
   }
-  void locked_give(IndexPool& p, uint32_t i) {
-    std::lock_guard g(mu_);
-    p.give_back(i);
-  }
-  int64_t locked_take(NamePool& p) {
-    std::lock_guard g(mu_);
-    return p.take();
-  }
-  void locked_give(NamePool& p, uint32_t i) {
+  template <typename Pool>
+  void locked_give(Pool& p, uint32_t i) {
     std::lock_guard g(mu_);
     p.give_back(i);
   }
