@@ -111,7 +111,12 @@ void Context::destroy() {
 void Context::refresh_gids_locked() {
   uint64_t now = monotonic_ns();
   if (gids_read_ns && now - gids_read_ns < 1'000'000'000ull) return;
-  gids = read_gid_table();
+  // A failed read keeps the table it had (tried again on the next call):
+  // taken as empty, a QP's modify to RTR failed with EINVAL in a process
+  // at its RLIMIT_NOFILE, the GID it named "not there".
+  std::optional<PrivateVector<GidEntry>> read = try_read_gid_table();
+  if (!read) return;
+  gids = std::move(*read);
   gids_read_ns = now;
 }
 

@@ -58,11 +58,17 @@ int interface_mtu(int fd, const char* name) {
 
 }  // namespace
 
-PrivateVector<GidEntry> read_gid_table() {
+std::optional<PrivateVector<GidEntry>> try_read_gid_table() {
   PrivateVector<GidEntry> out;
   ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return out;
+  if (getifaddrs(&list) != 0) return std::nullopt;
+  // (The MTUs need a socket too: without it every link would read as
+  // unknown, and the port's active MTU would change with nothing changed.)
   const int fd = kernel_socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    freeifaddrs(list);
+    return std::nullopt;
+  }
   for (ifaddrs* ifa = list; ifa; ifa = ifa->ifa_next) {
     if (!ifa->ifa_addr || !(ifa->ifa_flags & IFF_UP)) continue;
     GidEntry e{};
@@ -82,7 +88,7 @@ PrivateVector<GidEntry> read_gid_table() {
     e.link_mtu = interface_mtu(fd, ifa->ifa_name);
     out.push_back(std::move(e));
   }
-  if (fd >= 0) close(fd);
+  close(fd);
   freeifaddrs(list);
   // Loopback last: a NIC's table holds its link's addresses only, and
   // middleware takes the first GID of the kind it prefers as the one to
@@ -100,6 +106,8 @@ PrivateVector<GidEntry> read_gid_table() {
   if (out.size() > 128) out.resize(128);
   return out;
 }
+
+PrivateVector<GidEntry> read_gid_table() { return try_read_gid_table().value_or(PrivateVector<GidEntry>{}); }
 
 ibv_mtu port_active_mtu(std::span<const GidEntry> gids) {
   for (const GidEntry& e : gids)

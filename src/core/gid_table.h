@@ -10,6 +10,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -26,6 +27,12 @@ struct GidEntry {
   bool loopback;  // IFF_LOOPBACK
 };
 
+// The host's addresses as a GID table; nullopt when they cannot be read
+// (getifaddrs needs a netlink socket: a process at its RLIMIT_NOFILE, or the
+// kernel out of memory). A failed read says nothing about the addresses, so
+// a cache keeps what it had rather than take it for an empty table.
+std::optional<PrivateVector<GidEntry>> try_read_gid_table();
+// The same, empty when the addresses cannot be read.
 PrivateVector<GidEntry> read_gid_table();
 
 // The port's active MTU for a GID table: the IB MTU (ib_mtu_for_link) of the

@@ -48,7 +48,11 @@ bool same_gids(std::span<const GidEntry> a, std::span<const GidEntry> b) {
 
 // Compares the host's addresses with what the contexts were told last.
 void recheck() {
-  PrivateVector<GidEntry> now = read_gid_table();
+  // (Unreadable, e.g. the process at its file limit: no news, rather than
+  // every GID gone and the port down.)
+  std::optional<PrivateVector<GidEntry>> read = try_read_gid_table();
+  if (!read) return;
+  PrivateVector<GidEntry> now = std::move(*read);
   Watch& w = watch();
   std::lock_guard g(w.mu);
   if (same_gids(now, w.gids)) {

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "c_boundary.h"
+#include "cm_link.h"
 #include "cm_state.h"
 #include "util/private_heap.h"
 
@@ -257,6 +258,7 @@ void drop_queued_events(Id* id) {
 int next_event(Channel* ch, Event** out) {
   CmLock lock(cm_mutex());
   const bool nonblocking = is_nonblocking(ch->pub.fd);
+  link_resume_accepting();  // (once per call: a listener out of fds tries again)
   ++ch->waiters;
   for (;;) {
     if (ch->destroyed) {  // by another thread while this one slept

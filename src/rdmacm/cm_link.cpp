@@ -4,6 +4,7 @@
 
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 
 #include "cm_address.h"
 #include "cm_protocol.h"
+#include "util/log.h"
 #include "util/peer_credentials.h"
 
 namespace sv::rdmacm {
@@ -47,6 +49,7 @@ struct Links {
   pid_t owner = 0;
   PrivateMap<std::string, CmLink*> by_name;  // connecting side, for reuse
   PrivateVector<CmLink*> accepted;           // accepting side, found when their listener goes
+  PrivateVector<Id*> paused;                 // listeners that could not take a link (pause_accepting)
 };
 
 Links& links() {
@@ -54,6 +57,7 @@ Links& links() {
   if (l->owner != getpid()) {
     l->by_name.clear();
     l->accepted.clear();
+    l->paused.clear();
     l->owner = getpid();
   }
   return *l;
@@ -61,6 +65,28 @@ Links& links() {
 
 PrivateMap<std::string, CmLink*>& links_by_name() { return links().by_name; }
 PrivateVector<CmLink*>& accepted_links() { return links().accepted; }
+PrivateVector<Id*>& paused_listeners() { return links().paused; }
+
+// A listener whose process is out of file descriptors cannot take a link:
+// the connect waits in its socket's queue. The socket leaves the channel's
+// epoll set meanwhile (level-triggered, it would wake every pump at once:
+// 11000 failed accepts in 8 s), and comes back when a link of ours closes
+// or the application next asks for an event (link_resume_accepting).
+void pause_accepting(Id* listener) {
+  static bool said = false;
+  if (!said) {
+    said = true;
+    rlimit files{};
+    getrlimit(RLIMIT_NOFILE, &files);
+    SV_WARN("rdma_cm: out of file descriptors (RLIMIT_NOFILE %llu): a connect from another process of this "
+            "host waits until one is free (each process this one has rdma_cm connections with on this host "
+            "takes one)",
+            static_cast<unsigned long long>(files.rlim_cur));
+  }
+  watch_remove(listener->sock_watch);
+  if (std::find(paused_listeners().begin(), paused_listeners().end(), listener) == paused_listeners().end())
+    paused_listeners().push_back(listener);
+}
 
 CmLink* link_new(int fd) {
   auto* link = new CmLink;
@@ -95,6 +121,7 @@ void maybe_free(CmLink* link) {
   link->watch.detach_all();
   close(link->watch.fd);
   delete link;
+  link_resume_accepting();  // (an fd is free)
 }
 
 // Sends what waits in the outbox; true when it is empty.
@@ -250,7 +277,10 @@ int link_connect(Id* id) {
 void link_accept(Id* listener) {
   for (;;) {
     int fd = accept4(listener->sock, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE) pause_accepting(listener);
+      return;
+    }
     // Anyone can connect to an abstract name: only our own processes are
     // links to take (another user's would carry forged requests).
     if (!sv::is_trusted_uid(sv::peer_uid(fd))) {
@@ -264,7 +294,17 @@ void link_accept(Id* listener) {
   }
 }
 
+void link_resume_accepting() {
+  if (paused_listeners().empty()) return;
+  for (Id* listener : PrivateVector<Id*>(std::move(paused_listeners()))) {
+    if (listener->state != IdState::kListening || listener->sock_watch || listener->sock < 0) continue;
+    listener->sock_watch = watch_add(channel_of(listener->pub.channel), WatchKind::kListener, listener->sock, listener);
+  }
+  paused_listeners().clear();
+}
+
 void link_listener_gone(Id* listener) {
+  std::erase(paused_listeners(), listener);
   for (CmLink* link : PrivateVector<CmLink*>(accepted_links())) {
     if (link->listener != listener) continue;
     WireMessage gone;  // from nobody to nobody: the listener itself

@@ -27,6 +27,9 @@ namespace sv::rdmacm {
 int link_connect(Id* id);
 // Takes the listener's new links (its rendezvous socket is readable).
 void link_accept(Id* listener);
+// Listeners that stopped taking links for want of a file descriptor watch
+// their sockets again (an fd may be free now).
+void link_resume_accepting();
 // The listener closes (destroyed): its links take no more requests.
 void link_listener_gone(Id* listener);
 // Sends `msg` from `id` to its peer; queued when the socket is full.

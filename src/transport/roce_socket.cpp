@@ -179,8 +179,10 @@ unsigned interface_of(const in6_addr& addr) {
   const uint64_t now = coarse_monotonic_ns();
   if (last.read_ns && now - last.read_ns < 1'000'000'000 && std::memcmp(&last.addr, &addr, sizeof addr) == 0)
     return last.index;
+  std::optional<PrivateVector<GidEntry>> gids = try_read_gid_table();
+  if (!gids) return std::memcmp(&last.addr, &addr, sizeof addr) == 0 ? last.index : 0;  // (unreadable: the last answer)
   unsigned index = 0;
-  for (const GidEntry& e : read_gid_table())  // (a GID is the address)
+  for (const GidEntry& e : *gids)  // (a GID is the address)
     if (std::memcmp(e.gid.raw, &addr, sizeof addr) == 0) index = e.ifindex;
   last = Cached{addr, index, now};
   return index;
@@ -201,9 +203,10 @@ bool is_local_address(const in6_addr& a) {
   };
   thread_local Snapshot snap;
   const uint64_t now = coarse_monotonic_ns();
-  if (!snap.read_ns || now - snap.read_ns >= 1'000'000'000) {
-    snap.addrs.clear();
-    for (const GidEntry& e : read_gid_table()) snap.addrs.push_back(*reinterpret_cast<const in6_addr*>(e.gid.raw));
+  std::optional<PrivateVector<GidEntry>> gids;
+  if ((!snap.read_ns || now - snap.read_ns >= 1'000'000'000) && (gids = try_read_gid_table())) {
+    snap.addrs.clear();  // (unreadable: the addresses read last)
+    for (const GidEntry& e : *gids) snap.addrs.push_back(*reinterpret_cast<const in6_addr*>(e.gid.raw));
     snap.read_ns = now;
   } else if (std::memcmp(&snap.last, &a, sizeof a) == 0) {
     return snap.last_local;

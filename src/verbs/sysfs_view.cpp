@@ -91,11 +91,14 @@ bool is_loopback_netdev(const std::string& ifname) {
   return ifname == "lo" || (flags & IFF_LOOPBACK);
 }
 
-void describe_device(const std::string& name, Files* files, Links* links) {
+// False when the host's addresses cannot be read (the view is left as it is).
+bool describe_device(const std::string& name, Files* files, Links* links) {
   const std::string dev = "class/infiniband/" + name + "/";
   ibv_device_attr attr{};
   fill_device_attr(&attr);
-  const PrivateVector<GidEntry> gids = read_gid_table();
+  const std::optional<PrivateVector<GidEntry>> read = try_read_gid_table();
+  if (!read) return false;
+  const PrivateVector<GidEntry>& gids = *read;
   const int gid_count = std::min<int>(static_cast<int>(gids.size()), limits::kGidTableLen);
   ibv_port_attr port{};
   fill_port_attr(&port, gids);
@@ -155,6 +158,7 @@ void describe_device(const std::string& name, Files* files, Links* links) {
   (*files)[verbs + "abi_version"] = "1\n";
   (*files)[verbs + "dev"] = "231:192\n";
   (*links)[verbs + "device"] = "../../infiniband/" + name + "/device";
+  return true;
 }
 
 // The rest of /sys, reached through symbolic links, so that the view can
@@ -372,7 +376,7 @@ std::string refresh_sysfs_view() {
   }
   Files files;
   Links links;
-  describe_device(knobs().device_name, &files, &links);
+  if (!describe_device(knobs().device_name, &files, &links)) return dir;
   link_the_rest(&links);
   // Every process that opens the device refreshes the view; the view is
   // almost always as the last one left it. A stamp of what it holds,

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <link.h>
 #include <net/if.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "sanitizers.h"
 #include "verbs_fixture.h"
 #include "verbs_test_util.h"
 
@@ -204,6 +207,37 @@ TEST(GidQuery, LoopbackGidIsPresent) {
   Device dev;
   EXPECT_GE(loopback_gid_index(dev.ctx), 0) << "::ffff:127.0.0.1 must be in the GID table";
   EXPECT_EQ(dev.gid_index, loopback_gid_index(dev.ctx));
+}
+
+// A process at its RLIMIT_NOFILE cannot read the host's addresses
+// (getifaddrs needs a netlink socket); its GID table stays as last read, as
+// a device's does. Taken as empty, every GID query (and a QP's modify to
+// RTR) failed: ucmatose's server, 40 open files, failed rdma_accept with
+// EINVAL. In a child: the limit is the process's.
+TEST(GidQuery, TableOutlivesAProcessOutOfFileDescriptors) {
+  SV_SKIP_IF_FORK_UNSUPPORTED();
+  Device dev;
+  const int idx = loopback_gid_index(dev.ctx);
+  ASSERT_GE(idx, 0);
+  ibv_gid before{};
+  ASSERT_EQ(ibv_query_gid(dev.ctx, 1, idx, &before), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ibv_gid after{};  // (the child's first verb takes the context over: it opens files)
+    if (ibv_query_gid(dev.ctx, 1, idx, &after) != 0) _exit(9);
+    std::vector<int> held;  // every fd the limit allows
+    for (int fd; (fd = dup(0)) >= 0;) held.push_back(fd);
+    if (errno != EMFILE) _exit(10);
+    sleep(2);  // past the table's 1 s cache: the next query reads again
+    if (ibv_query_gid(dev.ctx, 1, idx, &after) != 0) _exit(11);
+    if (std::memcmp(&after, &before, sizeof after) != 0) _exit(12);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "9: the child's first query failed; 10: no EMFILE; 11: the query failed; 12: another GID";
 }
 
 TEST(GidQuery, QueryGidExGivesRoceV2ForLoopback) {
