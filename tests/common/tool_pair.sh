@@ -16,7 +16,7 @@ tool_pair() {
   env "${server_env[@]}" timeout 30 "$@" -p "$port" >"$out.server" 2>&1 &
   local server=$!
   pids+=("$server")
-  wait_tcp_port "$port" 10 "$server"
+  if [[ " $* " == *" -R "* ]]; then wait_cm_port "$port" 10 "$server"; else wait_tcp_port "$port" 10 "$server"; fi
   env "${client_env[@]}" timeout 30 "$@" -p "$port" 127.0.0.1 >"$out" 2>&1
   local rc=$?
   kill "$server" 2>/dev/null

@@ -58,8 +58,7 @@ pair() {  # SERVER_HOW CLIENT_HOW TOOL: the tool's server and client
   esac
   launch "$server_how" "${server[@]}" >"$work/server" 2>&1 &
   local pid=$!
-  wait_tcp_port "$port" 5 "$pid"
-  [[ $tool == rping ]] && sleep 0.3  # (rping's listener is a CM id, not a TCP port)
+  if [[ $tool == rping ]]; then wait_cm_port "$port" 5 "$pid"; else wait_tcp_port "$port" 5 "$pid"; fi
   launch "$client_how" "${client[@]}" >"$work/client" 2>&1
   client_rc=$?
   wait "$pid"
