@@ -26,12 +26,13 @@ wait_tcp_port() {
 }
 # wait_cm_port PORT [SECONDS [PID]]: the same for an rdma_cm server (rping,
 # perftest -R), which listens on no TCP port: until a softverbs listener on
-# PORT holds its rendezvous name (cm_address.h: "...cm-tcp-ADDRESS:PORT").
-# Waiting for a TCP port instead cost each such pair the whole timeout.
+# PORT holds its rendezvous name (cm_address.h: "...cm-tcp-ADDRESS:PORT"),
+# in the network namespace of process PID if given (the server's). Waiting
+# for a TCP port instead cost each such pair the whole timeout.
 wait_cm_port() {
   local port=$1 seconds=${2:-10} pid=${3:-} i
   for ((i = 0; i < seconds * 20; i++)); do
-    grep -q -- "-cm-tcp-.*:$port\$" /proc/net/unix && return 0
+    grep -q -- "-cm-tcp-.*:$port\$" "/proc/${pid:-self}/net/unix" 2>/dev/null && return 0
     [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null && return 1
     sleep 0.05
   done

@@ -20,7 +20,13 @@ trap cleanup EXIT
 timeout 30 prlimit --nofile=40 stdbuf -oL -eL ucmatose -c 30 -p "$port" >"$work/server" 2>&1 &
 pids+=($!)
 server=
-for _ in $(seq 100); do server=$(pgrep -P "${pids[0]}") && break; sleep 0.02; done  # (timeout's child)
+# (timeout's child; not pgrep: procps deadlocks at start under the ASan
+# job's LD_PRELOAD, in textdomain's lock)
+for _ in $(seq 100); do
+  read -r server _ <"/proc/${pids[0]}/task/${pids[0]}/children" 2>/dev/null
+  [[ -n $server ]] && break
+  sleep 0.02
+done
 [[ -n $server ]] || { echo "the server did not start"; exit 1; }
 for _ in $(seq 100); do
   grep -q "cm-tcp-.*:$port\$" /proc/net/unix && break  # (listening)

@@ -28,6 +28,7 @@
 # $1: the service binary, $2: hostd_inject, $3: softverbs-stat.
 set -u
 . "$(dirname "$0")/as_nobody.sh"
+. "$(dirname "$0")/../common/tcp_port.sh"
 need_nobody || exit
 hostd=${1:?softverbs-hostd} inject=${2:?hostd_inject} stat=${3:?softverbs-stat}
 n=svhd$$ m=svhe$$
@@ -67,7 +68,7 @@ pair() {
   [[ $2 == nobody ]] && client_as+=("${as_nobody[@]}")
   ip netns exec "$n" "${server_as[@]}" timeout 30 "$prog" -g "$gid" -p "$port" -n 200 >"$out/$name.server" 2>&1 &
   local server=$!
-  sleep 0.5
+  wait_tcp_port -n "$n" "$port" 5 "$server"
   ip netns exec "$n" "${client_as[@]}" timeout 30 "$prog" -g "$gid" -p "$port" -n 200 10.97.0.1 >"$out/$name.client" 2>&1
   local crc=$?
   wait $server
@@ -98,7 +99,7 @@ pair ud ibv_ud_pingpong 18601 root nobody
 # REQ and REP go through QP1 and the service, as between hosts).
 ip netns exec "$n" "${as_nobody[@]}" timeout 30 rping -s -a 10.97.0.1 -p 18605 -C 20 -V >"$out/rping.server" 2>&1 &
 server=$!
-sleep 0.5
+wait_cm_port 18605 5 "$server"
 ip netns exec "$n" timeout 30 rping -c -a 10.97.0.1 -p 18605 -C 20 -V >"$out/rping.client" 2>&1
 crc=$?
 wait $server
@@ -111,7 +112,7 @@ echo "--- rping: server (nobody) exit $src, client (root) exit $crc"
 ip netns exec "$n" "${as_nobody[@]}" timeout 30 rping -s -a 10.97.0.1 -p 18606 -C 1 >"$out/idle.server" 2>&1 &
 idle=$!
 pids+=($idle)
-sleep 0.5
+wait_cm_port 18606 5 "$idle"
 ip netns exec "$n" timeout 30 rping -c -a 10.97.0.1 -p 18607 -C 1 -v >"$out/nobody.client" 2>&1
 grep -q "RDMA_CM_EVENT_REJECTED" "$out/nobody.client" ||
   { echo "FAIL: a REQ for nobody's port was not rejected"; cat "$out/nobody.client"; fail=1; }
@@ -166,7 +167,7 @@ attack service
 ip netns exec "$n" env "SOFTVERBS_RUNTIME_DIR=$out/rt-nobody" "${as_nobody[@]}" timeout 60 \
   ibv_rc_pingpong -g "$gid" -p 18611 -n 1000000 -e >/dev/null 2>&1 &
 server=$!
-sleep 0.5
+wait_tcp_port -n "$n" 18611 5 "$server"
 # (No timeout here: its pid must be the client's, for softverbs-stat.)
 ip netns exec "$n" env "SOFTVERBS_RUNTIME_DIR=$out/rt-root" stdbuf -oL \
   ibv_rc_pingpong -g "$gid" -p 18611 -n 1000000 -e 10.97.0.1 >"$out/ctl.client" 2>&1 &
@@ -188,7 +189,7 @@ cp "$stat" "$out/stat" && chmod 755 "$out/stat"
 ip netns exec "$n" env "SOFTVERBS_RUNTIME_DIR=$out/rt-nobody" "${as_nobody[@]}" timeout 60 \
   ib_write_bw -x "$gid" -p 18612 -s 1048576 -D 3 >"$out/bw.server" 2>&1 &
 server=$!
-sleep 0.5
+wait_tcp_port -n "$n" 18612 5 "$server"
 ip netns exec "$n" env "SOFTVERBS_RUNTIME_DIR=$out/rt-root" timeout 60 \
   ib_write_bw -x "$gid" -p 18612 -s 1048576 -D 3 10.97.0.1 >"$out/bw.client" 2>&1 &
 client=$!
@@ -262,7 +263,7 @@ pids+=($!)
 for _ in $(seq 50); do grep -q squatting "$out/squatter" && break; sleep 0.1; done
 ip netns exec "$m" timeout 20 ibv_rc_pingpong -g 0 -p 18604 -n 50 >"$out/sq.server" 2>&1 &
 server=$!
-sleep 0.5
+wait_tcp_port -n "$m" 18604 5 "$server"
 ip netns exec "$m" timeout 20 ibv_rc_pingpong -g 0 -p 18604 -n 50 127.0.0.1 >"$out/sq.client" 2>&1
 crc=$?
 wait $server

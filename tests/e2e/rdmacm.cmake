@@ -15,10 +15,13 @@ set(CM_CASES
   "rdma_xserver_xclient_xrc|listen:19813|rdma_xserver -p 19813 -c x|rdma_xclient -s 127.0.0.1 -p 19813 -c x|rdma_xclient: end 0"
   # mckey binds to 127.0.0.1: from another address the group would be
   # joined (IGMP) and sent to on that address's link, off this machine.
-  "mckey|output:receiving data transfers|mckey -m 224.0.0.81 -b 127.0.0.1 -C 10|mckey -m 224.0.0.81 -b 127.0.0.1 -s -C 10|data transfers complete"
-  "mckey_no_loopback|output:receiving data transfers|mckey -m 224.0.0.83 -b 127.0.0.1 -C 10|mckey -m 224.0.0.83 -b 127.0.0.1 -s -l -C 10|data transfers complete"
-  "mckey_two_members|output:receiving data transfers|mckey -m 224.0.0.84 -b 127.0.0.1 -c 2 -C 10|mckey -m 224.0.0.84 -b 127.0.0.1 -s -C 10|data transfers complete"
-  "mckey_send_only|output:receiving data transfers|mckey -m 224.0.0.82 -b 127.0.0.1 -C 10|mckey -m 224.0.0.82 -b 127.0.0.1 -s -o -C 10|data transfers complete"
+  # The sender starts once the members joined (their receives are posted
+  # before the join): both sides then sleep mckey's 3 s after joining at
+  # once, not one after the other.
+  "mckey|output:joined dgid|mckey -m 224.0.0.81 -b 127.0.0.1 -C 10|mckey -m 224.0.0.81 -b 127.0.0.1 -s -C 10|data transfers complete"
+  "mckey_no_loopback|output:joined dgid|mckey -m 224.0.0.83 -b 127.0.0.1 -C 10|mckey -m 224.0.0.83 -b 127.0.0.1 -s -l -C 10|data transfers complete"
+  "mckey_two_members|output:joined dgid|mckey -m 224.0.0.84 -b 127.0.0.1 -c 2 -C 10|mckey -m 224.0.0.84 -b 127.0.0.1 -s -C 10|data transfers complete"
+  "mckey_send_only|output:joined dgid|mckey -m 224.0.0.82 -b 127.0.0.1 -C 10|mckey -m 224.0.0.82 -b 127.0.0.1 -s -o -C 10|data transfers complete"
   "perftest_ib_send_lat_R|listen:19810|ib_send_lat -R -d softverbs0 -p 19810|ib_send_lat -R -d softverbs0 -p 19810 127.0.0.1|^ *2 +1000"
   "perftest_ib_write_bw_R|listen:19811|ib_write_bw -R -d softverbs0 -p 19811|ib_write_bw -R -d softverbs0 -p 19811 127.0.0.1|^ *65536 +5000"
   "perftest_ib_read_lat_R|listen:19812|ib_read_lat -R -d softverbs0 -p 19812|ib_read_lat -R -d softverbs0 -p 19812 127.0.0.1|^ *2 +1000"

@@ -199,9 +199,9 @@ roce_cm_test(udpong_echo FOREVER NO_MADS --pcap cm "udpong -b @A -T e" "udpong -
 # Multicast between hosts: the receiver in A joins the group with two QPs (an IGMP join
 # on its link, the QP attached), the sender in B sends UD to the group's IP
 # address with DestQP 0xFFFFFF; the capture must show those on the link.
-roce_cm_test(mckey NO_MADS READY "receiving data transfers" MULTICAST 239.93.0.7 --pcap cm
+roce_cm_test(mckey NO_MADS READY "joined dgid" MULTICAST 239.93.0.7 --pcap cm
   "mckey -m 239.93.0.7 -b @A -c 2 -C 20" "mckey -m 239.93.0.7 -b @B -s -C 20" "data transfers complete")
-roce_cm_test(mckey_ipv6 NO_MADS READY "receiving data transfers" MULTICAST ff0e::93:7 --ipv6 --pcap cm
+roce_cm_test(mckey_ipv6 NO_MADS READY "joined dgid" MULTICAST ff0e::93:7 --ipv6 --pcap cm
   "mckey -m ff0e::93:7 -b @A -C 20" "mckey -m ff0e::93:7 -b @B -s -C 20" "data transfers complete")
 # rcopy (a stream rsocket) copies a file from B to A; rcopy_check.sh compares the copy.
 roce_cm_test(rcopy FOREVER READY "waiting for connection" --pcap cm "rcopy -p 7427"

@@ -21,7 +21,7 @@ python3 -c "import yaml" 2>/dev/null || { echo "python3-yaml is not installed"; 
 
 work=$(mktemp -d /tmp/softverbs-ci-docs.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-deb=$(build_package "$build" "$work/deb") || { echo "FAIL: cpack"; exit 1; }
+deb=$(the_package "$build" "$work/deb") || { echo "FAIL: cpack"; exit 1; }
 
 # Each document as a list of shell commands, one per line of output.
 python3 - "$src/docs/ci" >"$work/steps" <<'PY' || { echo "FAIL: cannot read the documents"; exit 1; }

@@ -2,6 +2,8 @@
 # and roots of their own to install it into, so the machine's own files are
 # never written.
 #   build_package BUILD_DIR OUT_DIR     -> prints the .deb's path (cpack's log on failure)
+#   the_package BUILD_DIR OUT_DIR       -> the same, or the .deb CTest's fixture built
+#                                          (PACKAGE_DEB_DIR, tests/package/CMakeLists.txt)
 #   make_overlay_root DIR               (in a private mount namespace, as root)
 #   in_root_of DIR CMD...               CMD in that root (a mount namespace of its own)
 #
@@ -16,6 +18,12 @@ build_package() {
   deb=$(ls "$2"/softverbs_*.deb 2>/dev/null | head -1)
   [[ -n $deb ]] || { cat "$2.log" >&2; echo "cpack made no softverbs_*.deb" >&2; return 1; }
   echo "$deb"
+}
+
+the_package() {
+  local built
+  built=$(ls "${PACKAGE_DEB_DIR:-/nonexistent}"/softverbs_*.deb 2>/dev/null | head -1)
+  if [[ -n $built ]]; then echo "$built"; else build_package "$@"; fi
 }
 
 make_overlay_root() {

@@ -33,7 +33,7 @@ if ! setpriv --reuid="$probe_user" --regid=nogroup --clear-groups unshare --user
 fi
 
 # --- The package, as the README makes it.
-deb=$(build_package "$build" "$work/deb") || { echo "FAIL: cpack"; exit 1; }
+deb=$(the_package "$build" "$work/deb") || { echo "FAIL: cpack"; exit 1; }
 echo "package: ${deb##*/} ($(du -k "$deb" | cut -f1) KiB)"
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "Depends: $depends"
