@@ -11,6 +11,10 @@
 // The second forms the whole ring on one address, process i on port
 // FIRST_PORT + i, forked rather than started by a shell: 4096 shells and
 // `timeout`s cost more than the ring (a third of the test's CPU time).
+// With HOLD_UNTIL_FILE set, every member holds the device once its part is
+// done, the parent prints "holding: N members done", and all go when the
+// file exists: the ring is then the processes that fill a host's registry
+// (e2e_process_limit_per_namespace).
 #include <errno.h>
 #include <pthread.h>
 #include <rdma/rdma_cma.h>
@@ -74,6 +78,9 @@ static int fork_ring(char** argv) {
   const int count = atoi(argv[2]), first_port = atoi(argv[4]);
   pid_t* kids = calloc((size_t)count, sizeof(pid_t));
   if (!kids || count < 2) return 2;
+  const char* hold = getenv("HOLD_UNTIL_FILE");
+  int done[2] = {-1, -1}, release[2] = {-1, -1};
+  if (hold && (pipe(done) || pipe(release))) return perror("pipe"), 1;
   for (int i = 0; i < count; ++i) {
     kids[i] = fork();
     if (kids[i] < 0) return perror("fork"), 1;
@@ -85,8 +92,28 @@ static int fork_ring(char** argv) {
       snprintf(my_port, sizeof my_port, "%d", first_port + i);
       snprintf(next_port, sizeof next_port, "%d", first_port + (i + 1) % count);
       char* args[] = {argv[0], index, argv[2], argv[3], my_port, argv[3], next_port, argv[5], NULL};
-      _exit(member(args));
+      const int rc = member(args);
+      if (hold) {  // the device still open: until the parent closes the release pipe
+        close(done[0]);
+        close(release[1]);
+        const char status = (char)rc;
+        if (write(done[1], &status, 1) != 1) _exit(3);
+        char c;
+        while (read(release[0], &c, 1) > 0) {}
+      }
+      _exit(rc);
     }
+  }
+  if (hold) {
+    close(done[1]);
+    close(release[0]);
+    int finished = 0;
+    char status;
+    while (finished < count && read(done[0], &status, 1) == 1) ++finished;
+    printf("holding: %d members done\n", finished);
+    fflush(stdout);
+    while (access(hold, F_OK) != 0) usleep(20000);
+    close(release[1]);
   }
   int failed = 0;
   for (int i = 0; i < count; ++i) {
