@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "shm/layout.h"
 #include "util/log.h"
 
 namespace sv {
@@ -40,6 +41,13 @@ void limit_reached(Limit which, uint64_t limit) {
   const LimitText& t = kTexts[i];
   SV_WARN("%s: ENOMEM: all %llu %s are in use (the device's limit: %s). Said once.", t.call,
           static_cast<unsigned long long>(limit), t.what, t.where);
+}
+
+void name_limit_reached(bool host_blocks_out, Limit which, uint64_t limit) {
+  if (host_blocks_out)
+    limit_reached(Limit::kHostNames, shm::kNameBlocks);
+  else
+    limit_reached(which, limit);
 }
 
 }  // namespace sv

@@ -28,5 +28,9 @@ enum class Limit {
 
 // Logs, the first time only for `which`, that `limit` was reached.
 void limit_reached(Limit which, uint64_t limit);
+// A name (QPN, memory key, SRQ number) could not be taken: the host's
+// blocks of that kind ran out (`host_blocks_out`: kHostNames), or else the
+// process's own `which`, `limit`.
+void name_limit_reached(bool host_blocks_out, Limit which, uint64_t limit);
 
 }  // namespace sv

@@ -176,10 +176,7 @@ Mr* reg_mr(Pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
   int64_t idx = host.arena().take_mr_index();
   if (idx < 0) {
     g_mr_budget.give();
-    if (host.arena().mr_names_ran_out())
-      limit_reached(Limit::kHostNames, shm::kNameBlocks);
-    else
-      limit_reached(Limit::kMrKeys, limits::kMaxMr);
+    name_limit_reached(host.arena().mr_names_ran_out(), Limit::kMrKeys, limits::kMaxMr);
     uncharge_pinned_pages(charge);
     errno = ENOMEM;
     return nullptr;

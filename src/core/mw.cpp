@@ -49,10 +49,7 @@ Mw* alloc_mw(Pd* pd, ibv_mw_type type) {
   shm::Host& host = *pd->ctx->host;
   int64_t idx = host.arena().take_mr_index();
   if (idx < 0) {
-    if (host.arena().mr_names_ran_out())
-      limit_reached(Limit::kHostNames, shm::kNameBlocks);
-    else
-      limit_reached(Limit::kMrKeys, limits::kMaxMr);
+    name_limit_reached(host.arena().mr_names_ran_out(), Limit::kMrKeys, limits::kMaxMr);
     errno = ENOMEM;
     return nullptr;
   }

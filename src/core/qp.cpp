@@ -382,10 +382,7 @@ Qp* create_qp(Context* ctx, ibv_qp_init_attr_ex* attr) {
   int64_t idx = arena.take_qp_index();
   if (idx < 0) {
     g_qp_budget.give();
-    if (arena.qp_names_ran_out())
-      limit_reached(Limit::kHostNames, shm::kNameBlocks);
-    else
-      limit_reached(Limit::kQpNumbers, limits::kMaxQp);
+    name_limit_reached(arena.qp_names_ran_out(), Limit::kQpNumbers, limits::kMaxQp);
     errno = ENOMEM;
     return nullptr;
   }

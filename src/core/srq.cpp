@@ -39,10 +39,7 @@ Srq* create_srq(Pd* pd, ibv_srq_init_attr* attr, Xrcd* xrcd, Cq* cq) {
   int64_t idx = arena.take_srq_index();
   if (idx < 0) {
     g_srq_budget.give();
-    if (arena.srq_names_ran_out())
-      limit_reached(Limit::kHostNames, shm::kNameBlocks);
-    else
-      limit_reached(Limit::kSrqs, limits::kMaxSrq);
+    name_limit_reached(arena.srq_names_ran_out(), Limit::kSrqs, limits::kMaxSrq);
     errno = ENOMEM;
     return nullptr;
   }

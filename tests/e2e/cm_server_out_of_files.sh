@@ -9,6 +9,7 @@
 # on the connects it cannot take yet (level-triggered, they woke its every
 # pump: 11000 failed accepts in 8 s).
 set -u
+. "$(dirname "$0")/../common/tcp_port.sh"
 port=${1:-19816}
 work=$(mktemp -d)
 pids=()
@@ -28,10 +29,7 @@ for _ in $(seq 100); do
   sleep 0.02
 done
 [[ -n $server ]] || { echo "the server did not start"; exit 1; }
-for _ in $(seq 100); do
-  grep -q "cm-tcp-.*:$port\$" /proc/net/unix && break  # (listening)
-  sleep 0.05
-done
+wait_cm_port "$port" 5 "$server"
 for i in $(seq 30); do
   timeout 30 ucmatose -s 127.0.0.1 -c 1 -p "$port" >"$work/client.$i" 2>&1 &
   pids+=($!)
