@@ -48,7 +48,9 @@ void dispatch(uint64_t key) {
     case WatchKind::kListenerWait: on_listener_wait_timer(watch.id); break;
     case WatchKind::kProcessMailbox: on_process_mailbox_readable(); break;
     case WatchKind::kRetryTimers: on_retry_timers(); break;
-    case WatchKind::kLink: on_link_readable(static_cast<CmLink*>(watch.object)); break;
+    case WatchKind::kRendezvous: on_rendezvous_readable(static_cast<Rendezvous*>(watch.object)); break;
+    case WatchKind::kLocalMailbox: on_local_mailbox_readable(); break;
+    case WatchKind::kLinkTimer: on_link_timer(); break;
   }
 }
 

@@ -48,6 +48,30 @@ bool valid_param(const Id* id, const rdma_conn_param* param) {
 
 }  // namespace
 
+namespace {
+
+// Another host, or with a host service another user of this one (no
+// listener of ours has the port): the REQ goes to its QP1
+// (cm_network.cpp), through the service.
+void send_to_qp1(Id* id) {
+  if (net_connect(id, id->waiting_req) == 0) return;
+  const int err = errno;
+  set_state(id, IdState::kFailed, "the REQ cannot be sent to the peer's QP1");
+  queue_event(id, RDMA_CM_EVENT_UNREACHABLE, -err);
+}
+
+}  // namespace
+
+void connect_refused(Id* id) {
+  const bool ours_later = errno == ECONNREFUSED && listener_port_held(id);
+  if (errno == ECONNREFUSED && !ours_later && host_service_runs()) return send_to_qp1(id);
+  // Bound but not listening yet (qperf sends its port to the client before
+  // it calls rdma_listen): the REQ waits for the listener, as the CM's REQ
+  // retries give it time to. Nobody on the port: the remote CM rejects the
+  // REQ (invalid service ID), as the kernel reports it.
+  if (!ours_later || wait_for_listener(id, id->waiting_req) != 0) reject_unanswered(id);
+}
+
 // A REQ (or SIDR REQ) nobody on this host will answer.
 void reject_unanswered(Id* id) {
   set_state(id, IdState::kFailed, "nobody on this host answers the REQ");
@@ -180,28 +204,9 @@ extern "C" SOFTVERBS_RDMACM_EXPORT int rdma_connect(struct rdma_cm_id* cm_id,
     // Another host, or with a host service another user of this one (no
     // listener of ours has the port): the REQ goes to its QP1
     // (cm_network.cpp), through the service.
-    bool to_qp1 = is_remote(id), refused = false;
-    if (!to_qp1 && link_connect(id) != 0) {
-      refused = true;
-      const bool ours_later = errno == ECONNREFUSED && listener_port_held(id);
-      if (errno == ECONNREFUSED && !ours_later && host_service_runs()) to_qp1 = true, refused = false;
-      // Bound but not listening yet (qperf sends its port to the client
-      // before it calls rdma_listen): the REQ waits for the listener, as the
-      // CM's REQ retries give it time to. Nobody on the port: the remote CM
-      // rejects the REQ (invalid service ID), as the kernel reports it.
-      else if (!ours_later || wait_for_listener(id, msg) != 0) reject_unanswered(id);
-    }
-    if (to_qp1) {
-      if (net_connect(id, msg) != 0) {
-        const int err = errno;
-        set_state(id, IdState::kFailed, "the REQ cannot be sent to the peer's QP1");
-        queue_event(id, RDMA_CM_EVENT_UNREACHABLE, -err);
-      }
-    } else if (refused) {
-      // (waiting for our listener, or rejected)
-    } else if (send_message(id, msg) != 0) {
-      reject_unanswered(id);
-    }
+    if (is_remote(id)) send_to_qp1(id);
+    else if (link_connect(id) != 0) connect_refused(id);
+    else if (send_message(id, msg) != 0) reject_unanswered(id);
     lock.unlock();
     return complete_sync(id);
   });

@@ -63,7 +63,7 @@ ibv_ah_attr ah_to_peer(const Id* id) {
 }  // namespace
 
 // A new connection's first message: the child id and CONNECT_REQUEST.
-Id* on_request(Id* listener, CmLink* link, const WireMessage& msg) {
+Id* on_request(Id* listener, Rendezvous* via, const WireMessage& msg) {
   const bool ud = msg.type == MessageType::kSidrReq;
   Channel* listen_channel = channel_of(listener->pub.channel);
   Id* child = id_create(listen_channel, listener->pub.context, listener->pub.ps,
@@ -125,7 +125,7 @@ Id* on_request(Id* listener, CmLink* link, const WireMessage& msg) {
       child->sync = true;
     }
   }
-  if (link) link_join(child, link, msg.sender_ref);
+  if (via) link_join(child, via, msg.sender_ref);
   return child;
 }
 

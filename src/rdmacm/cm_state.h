@@ -39,6 +39,7 @@ namespace sv::rdmacm {
 struct Id;
 struct Device;
 struct CmLink;
+struct Rendezvous;
 
 // An event handed to the user; `pub` first so the user's pointer is ours.
 struct Event : PrivateHeapObject {
@@ -62,7 +63,8 @@ struct Channel : PrivateHeapObject {
 // What an fd in a channel's epoll set stands for.
 enum class WatchKind {
   kReady, kListener, kListenMailbox, kListenerWait,
-  kProcessMailbox, kRetryTimers, kLink,  // shared by ids of any channel (SharedWatch)
+  kProcessMailbox, kRetryTimers,  // shared by ids of any channel (SharedWatch)
+  kRendezvous, kLocalMailbox, kLinkTimer,  // (cm_link.h)
 };
 
 struct Watch {
@@ -74,8 +76,8 @@ struct Watch {
 };
 
 // A descriptor that serves ids of any channel, so that a process needs no
-// fd per id: its CM mailbox and retry timer (cm_network.cpp), a rendezvous
-// link to another process (cm_link.cpp). It sits in the epoll set of each
+// fd per id: its CM mailbox and retry timer (cm_network.cpp), its same-host
+// mailbox and timer and a rendezvous to a listener (cm_link.cpp). It sits in the epoll set of each
 // channel that has an id using it, for as long as that channel has one;
 // whichever channel's pump finds it readable reads it and queues the
 // events on their ids' own channels.
@@ -141,8 +143,10 @@ struct Id : PrivateHeapObject {
   int sock = -1;             // a listener's rendezvous socket (or an explicit port's reservation)
   uint64_t sock_watch = 0;   // its key in the channel's epoll (0: none)
   bool ephemeral = false;    // the port was picked at bind, held by this process only (cm_address.cpp)
-  // Its link to the peer's process on this host (cm_link.h), and the
-  // references that name the two ids in messages over it.
+  // Its way to the peer's process on this host (cm_link.h): the rendezvous
+  // until its REQ is answered, the peer's mailbox after; and the references
+  // that name the two ids in their messages.
+  Rendezvous* rendezvous = nullptr;
   CmLink* link = nullptr;
   uint32_t link_ref = 0;
   uint32_t peer_ref = 0;
@@ -226,7 +230,7 @@ int send_message(Id* id, const WireMessage& msg);
 // What an id does with a message from its peer, and a listener with a new
 // request (link: the one it came over, or null for a MAD from the network).
 void handle(Id* id, const WireMessage& msg);
-Id* on_request(Id* listener, CmLink* link, const WireMessage& msg);
+Id* on_request(Id* listener, Rendezvous* via, const WireMessage& msg);
 // The peer vanished (its process died, or it destroyed its id).
 void on_peer_gone(Id* id);
 
@@ -236,13 +240,14 @@ void on_listen_mailbox_readable(Id* listener);
 void on_process_mailbox_readable();
 void on_retry_timers();
 
-// --- links to other processes of this host (cm_link.cpp) ---
-void on_link_readable(CmLink* link);
-
 // --- connecting to a listener of this host (cm_connect.cpp, cm_link.h) ---
 // A REQ (or SIDR REQ) nobody on this host will answer: the event the kernel
 // gives for it (REJECTED, invalid service ID; UNREACHABLE for SIDR).
 void reject_unanswered(Id* id);
+// No listener of ours took the REQ in id->waiting_req (link_connect failed,
+// errno says why): another user's through the host service, ours later
+// (wait_for_listener), or nobody's (reject_unanswered).
+void connect_refused(Id* id);
 
 // --- a REQ waiting for its listener (cm_listener_wait.cpp) ---
 // Whether some id of this host holds a listener name `id`'s REQ could

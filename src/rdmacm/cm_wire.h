@@ -1,11 +1,10 @@
 // The intra-host rendezvous: the messages two processes of one host
-// exchange over a link, an abstract-namespace unix SOCK_SEQPACKET socket, to
-// establish a connection. They carry what the IB CM's REQ/REP/RTU/REJ/DREQ
+// exchange over a rendezvous connection and between their mailboxes
+// (cm_link.h) to establish a connection. They carry what the IB CM's REQ/REP/RTU/REJ/DREQ
 // and SIDR REQ/REP carry (docs/ARCHITECTURE.md, "Connection manager"), so
 // the network CM drives the same state machine with real MADs (cm_mad.cpp
 // turns each message into its MAD and back).
 //
-// The link they travel over (cm_link.h) doubles as the liveness signal.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -28,6 +27,8 @@ inline constexpr uint8_t kSidrRepPrivateData = 136;
 // IB CM reject reasons that users see as RDMA_CM_EVENT_REJECTED status.
 inline constexpr int kRejInvalidServiceId = 8;  // nobody listens on the port
 inline constexpr int kRejConsumerDefined = 28;  // rdma_reject
+
+inline constexpr unsigned kMailboxNameSize = 48;
 
 // kGone: the sender's id was destroyed (over a link only; cm_link.h).
 enum class MessageType : uint8_t { kReq = 1, kRep, kRtu, kRej, kDreq, kSidrReq, kSidrRep, kGone };
@@ -56,8 +57,11 @@ struct WireMessage {
   sockaddr_storage sender_addr{};    // the sender's address and port
   sockaddr_storage receiver_addr{};  // the address the sender aimed at
   uint8_t private_data[kMaxPrivateData]{};
+  // The sender process's mailbox (cm_link.cpp), where the ids' messages go
+  // once the REQ is answered (NUL-terminated).
+  char sender_mailbox[kMailboxNameSize]{};
 
-  static constexpr uint32_t kMagic = 0x53564332;  // "SVC2"
+  static constexpr uint32_t kMagic = 0x53564333;  // "SVC3"
 };
 
 }  // namespace sv::rdmacm

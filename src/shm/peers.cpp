@@ -1,12 +1,13 @@
 #include "shm/peers.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <string>
 
@@ -124,6 +125,20 @@ const Peer* PeerTable::map_slow(uint32_t slot) {
   return p;
 }
 
+size_t PeerTable::open_bells_limit() {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur == RLIM_INFINITY) return kMaxOpenBells;
+  return std::clamp<size_t>(files.rlim_cur / 8, 4, kMaxOpenBells);
+}
+
+void PeerTable::close_oldest_bell() {
+  auto oldest = bells_.begin();
+  for (auto b = bells_.begin(); b != bells_.end(); ++b)
+    if (b->second.last_rung < oldest->second.last_rung) oldest = b;
+  ::close(oldest->second.fd);
+  bells_.erase(oldest);
+}
+
 bool PeerTable::ring_doorbell(const Peer& peer, uint32_t index, uint32_t gen) {
   if (index >= kMaxDoorbells) return false;
   const DoorbellEntry* e = peer.at<DoorbellEntry>(peer.header()->doorbells + index * sizeof(DoorbellEntry));
@@ -139,15 +154,17 @@ bool PeerTable::ring_doorbell(const Peer& peer, uint32_t index, uint32_t gen) {
   if (it == bells_.end()) {
     // Our own doorbells are opened the same way: it keeps one code path and
     // the cost is paid once per doorbell.
+    // The least recently rung goes first: a process may have thousands of
+    // peers, and the descriptors it may open are the application's too.
+    if (bells_.size() >= open_bells_limit()) close_oldest_bell();
     int fd = open_peer_fd(peer.pid, e->write_fd, e->ino, O_WRONLY | O_NONBLOCK);
-    if (fd < 0) return false;
-    if (bells_.size() >= kMaxOpenBells) {  // the least recently rung goes: a process may have thousands of peers
-      auto oldest = bells_.begin();
-      for (auto b = bells_.begin(); b != bells_.end(); ++b)
-        if (b->second.last_rung < oldest->second.last_rung) oldest = b;
-      ::close(oldest->second.fd);
-      bells_.erase(oldest);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE) && !bells_.empty()) {
+      // Out of descriptors: a doorbell of ours gives its own (a wake-up
+      // lost here would leave the peer asleep for good).
+      close_oldest_bell();
+      fd = open_peer_fd(peer.pid, e->write_fd, e->ino, O_WRONLY | O_NONBLOCK);
     }
+    if (fd < 0) return false;
     it = bells_.emplace(key, OpenBell{gen, fd, 0}).first;
   }
   it->second.last_rung = ++bells_clock_;

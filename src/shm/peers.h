@@ -10,8 +10,8 @@
 // arena per peer let ~2000 peers fill the 128 TiB address space (31 at
 // 4 TiB arenas, after which sends to the rest failed). No descriptor is
 // kept per peer: a window is mapped through /proc/<pid>/fd when needed,
-// and at most kMaxOpenBells doorbells stay open, least recently rung
-// closed first.
+// and at most kMaxOpenBells doorbells stay open (fewer under a low
+// RLIMIT_NOFILE), least recently rung closed first.
 #pragma once
 
 #include <sys/types.h>
@@ -100,6 +100,9 @@ class PeerTable {
   // died).
   bool ring_doorbell(const Peer& peer, uint32_t index, uint32_t gen);
   static constexpr size_t kMaxOpenBells = 128;
+  // How many stay open: kMaxOpenBells, or an eighth of RLIMIT_NOFILE when
+  // that is less (at least 4).
+  static size_t open_bells_limit();
 
   Registry& registry() const { return registry_; }
   // This process's identity as a holder of shared locks (shared_lock.h).
@@ -123,6 +126,7 @@ class PeerTable {
   std::mutex bells_mu_;  // bells_: a descriptor is written only under it (it may be closed)
   PrivateMap<std::tuple<uint32_t, uint32_t, uint32_t>, OpenBell> bells_;
   uint64_t bells_clock_ = 0;
+  void close_oldest_bell();  // (bells_mu_ held, bells_ not empty)
 };
 
 }  // namespace sv::shm
