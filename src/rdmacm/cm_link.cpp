@@ -4,6 +4,7 @@
 #include "cm_link.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -52,7 +54,6 @@ struct CmLink : PrivateHeapObject {
   PrivateUnorderedMap<uint32_t, Id*> ids;  // by link reference
   PrivateDeque<WireMessage> outbox;        // the peer's queue was full
   bool gone = false;                       // found dead: its ids learn it at the next tick
-  uint64_t give_up_ns = 0;                 // no ids left: last words wait until then
 };
 
 namespace {
@@ -60,6 +61,7 @@ namespace {
 constexpr int kLastWordsMs = 200;
 constexpr int kLivenessMs = 1000;     // how late a killed peer's DISCONNECTED may come
 constexpr int kOutboxRetryMs = 2;     // a full peer queue is tried again this soon
+constexpr size_t kBatch = 64;         // messages a mailbox datagram carries at most
 constexpr int kParkedRetryMs = 10;    // a REQ without a rendezvous tries again this soon
 constexpr uint64_t kParkedLimitNs = 30'000'000'000;  // and gives up after this long
 
@@ -84,7 +86,6 @@ struct Parked {
 // but not its ids: it forgets the parent's state (reading or writing its
 // sockets would take the parent's messages) and makes its own.
 struct Links {
-  pid_t owner = 0;
   PrivateMap<std::string, Rendezvous*> by_name;  // connecting side, for reuse
   PrivateVector<Rendezvous*> accepted;           // accepting side, found when their listener goes
   PrivateVector<Id*> paused;                     // listeners that could not take a connection
@@ -98,9 +99,17 @@ struct Links {
   Mailbox mailbox;
 };
 
+// Set in a fork child (pthread_atfork): links() would otherwise ask
+// getpid() on every call, a system call each time on the CM's paths.
+bool forked_since_links = true;
+
 Links& links() {
-  static auto* l = new_private<Links>();
-  if (l->owner != getpid()) {
+  static auto* l = [] {
+    pthread_atfork(nullptr, nullptr, [] { forked_since_links = true; });
+    return new_private<Links>();
+  }();
+  if (forked_since_links) {
+    forked_since_links = false;
     l->by_name.clear();
     l->accepted.clear();
     l->paused.clear();
@@ -110,7 +119,6 @@ Links& links() {
     l->early.clear();
     l->mailbox = Mailbox{};
     l->outgoing = l->incoming = 0;
-    l->owner = getpid();
   }
   return *l;
 }
@@ -150,6 +158,10 @@ bool ensure_mailbox() {
   int timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   int probe = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   bool ok = fd >= 0 && timer >= 0 && probe >= 0 && sv::pass_credentials(fd);
+  // Every datagram in a peer's queue counts against our send buffer: as
+  // much as the system allows (net.core.wmem_max), for bursts of RTUs.
+  int sndbuf = 4 << 20;
+  if (ok) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
   std::string name;
   if (ok) {
     // A random part nobody can guess before it is bound: another user who
@@ -220,8 +232,19 @@ bool flush(CmLink* link) {
   socklen_t len;
   const sockaddr_un to = sv::abstract_unix_address(link->mailbox, &len);
   while (!link->outbox.empty()) {
-    ssize_t n = sendto(m.fd, &link->outbox.front(), sizeof(WireMessage), MSG_NOSIGNAL | MSG_DONTWAIT,
-                       reinterpret_cast<const sockaddr*>(&to), len);
+    // Up to kBatch messages a datagram: the peer's queue holds 512
+    // datagrams (net.unix.max_dgram_qlen), and each costs a system call on
+    // either side.
+    iovec iov[kBatch];
+    size_t count = 0;
+    for (auto it = link->outbox.begin(); it != link->outbox.end() && count < kBatch; ++it)
+      iov[count++] = {&*it, sizeof(WireMessage)};
+    msghdr mh{};
+    mh.msg_name = const_cast<sockaddr_un*>(&to);
+    mh.msg_namelen = len;
+    mh.msg_iov = iov;
+    mh.msg_iovlen = count;
+    ssize_t n = sendmsg(m.fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR || errno == ENOBUFS)) {
       arm_timer_within(kOutboxRetryMs);
       return false;
@@ -234,7 +257,7 @@ bool flush(CmLink* link) {
       arm_timer_within(1);
       return true;
     }
-    link->outbox.pop_front();
+    link->outbox.erase(link->outbox.begin(), link->outbox.begin() + static_cast<std::ptrdiff_t>(count));
   }
   return true;
 }
@@ -246,12 +269,26 @@ void send_to_peer(CmLink* link, const WireMessage& msg) {
   if (link->outbox.size() == 1) flush(link);
 }
 
+// Sends what waits in the outbox, waiting for the peer to read for as long
+// as it does, until it reads nothing for `stall_ms`: an id's last words
+// (its GONE, DREQ, or RTUs still queued) must not die with it, and nobody
+// may pump this side's channels again (the process may be about to exit).
+// A peer that reads slowly still gets them all (10000 RTUs and DREQs took
+// cmtime's server ~1 s: a fixed 200 ms lost most, and its children failed
+// with CONNECT_ERROR); one that reads nothing, or one in this same process
+// (it cannot read while we hold the CM lock), costs `stall_ms`.
+void flush_waiting(CmLink* link, int stall_ms) {
+  size_t left = link->outbox.size();
+  for (int stalled_us = 0; !link->gone && !flush(link) && stalled_us < stall_ms * 1000;) {
+    usleep(500);
+    stalled_us = link->outbox.size() < left ? 0 : stalled_us + 500;
+    left = std::min(left, link->outbox.size());
+  }
+}
+
 void maybe_free(CmLink* link) {
   if (!link->ids.empty()) return;
-  if (!link->outbox.empty() && !link->gone) {
-    if (!link->give_up_ns) link->give_up_ns = sv::monotonic_ns() + kLastWordsMs * 1'000'000ull;
-    if (sv::monotonic_ns() < link->give_up_ns) return;  // (the timer tries again)
-  }
+  flush_waiting(link, kLastWordsMs);
   links().peers.erase(link->mailbox);
   delete link;
 }
@@ -259,7 +296,6 @@ void maybe_free(CmLink* link) {
 void join_link(Id* id, CmLink* link) {
   id->link = link;
   link->ids.emplace(id->link_ref, id);
-  link->give_up_ns = 0;
   Channel* ch = channel_of(id->pub.channel);
   links().mailbox.watch.attach(ch);
   links().mailbox.timer.attach(ch);
@@ -766,10 +802,10 @@ void on_rendezvous_readable(Rendezvous* rv) {
 
 void on_local_mailbox_readable() {
   Mailbox& m = links().mailbox;
-  for (int budget = 256; budget > 0 && m.fd >= 0; --budget) {  // then the other channels' turn
-    WireMessage msg;
+  static auto* batch = new_private<std::array<WireMessage, kBatch>>();
+  for (int budget = 16; budget > 0 && m.fd >= 0; --budget) {  // then the other channels' turn
     sockaddr_un from{};
-    iovec iov{&msg, sizeof msg};
+    iovec iov{batch->data(), sizeof *batch};
     msghdr mh{};
     mh.msg_name = &from;
     mh.msg_namelen = sizeof from;
@@ -780,12 +816,16 @@ void on_local_mailbox_readable() {
     ssize_t n = recvmsg(m.fd, &mh, MSG_DONTWAIT);
     if (n < 0) break;
     // Only our own processes' messages: anyone can send to an abstract name.
-    if (static_cast<size_t>(n) != sizeof msg || msg.magic != WireMessage::kMagic ||
+    if (n <= 0 || n % sizeof(WireMessage) != 0 || (mh.msg_flags & MSG_TRUNC) ||
         !sv::is_trusted_uid(sv::sender_uid(&mh)) || mh.msg_namelen <= offsetof(sockaddr_un, sun_path) + 1 ||
         from.sun_path[0] != '\0')
       continue;
     const std::string sender(from.sun_path + 1, mh.msg_namelen - offsetof(sockaddr_un, sun_path) - 1);
-    on_mailbox_message(sender, msg);
+    // (Copied out: handling one may read the mailbox again, for the answer
+    // it overtook.)
+    PrivateVector<WireMessage> got(batch->begin(), batch->begin() + n / sizeof(WireMessage));
+    for (const WireMessage& msg : got)
+      if (msg.magic == WireMessage::kMagic) on_mailbox_message(sender, msg);
   }
 }
 
@@ -815,6 +855,30 @@ void on_mailbox_message(const std::string& sender, const WireMessage& msg) {
 }
 
 }  // namespace
+
+// At exit: what this process's ids still have to say to peers of this
+// host goes first (RTUs queued for a full peer, the DREQs of a program that
+// exits connected), as the kernel's CM would have sent it; peers that read
+// nothing cost 200 ms in all.
+__attribute__((destructor)) void flush_at_exit() {
+  CmLock lock(cm_mutex(), std::try_to_lock);
+  if (!lock.owns_lock()) return;  // (a thread of ours is mid-way: leave it)
+  Links& l = links();
+  if (l.mailbox.fd < 0) return;
+  auto waiting = [&] {  // messages that wait for peers that live
+    size_t n = 0;
+    for (auto& [name, link] : l.peers)
+      if (!link->gone && !flush(link)) n += link->outbox.size();
+    return n;
+  };
+  size_t left = waiting();
+  for (int stalled_us = 0; left && stalled_us < kLastWordsMs * 1000;) {  // (all peers at once)
+    usleep(500);
+    const size_t now = waiting();
+    stalled_us = now < left ? 0 : stalled_us + 500;
+    left = std::min(left, now);
+  }
+}
 
 void on_link_timer() {
   Mailbox& m = links().mailbox;

@@ -11,7 +11,8 @@
 # UNEXPECTED (optional): a regex neither output may match (cmtime reports
 #   failed connections and still exits 0).
 # SERVER_RUNS_FOREVER=1: the server never exits by itself (cmtime in v44);
-#   it must still be running when the client is done, and is then stopped.
+#   it must still be running 1.3 s after the client is done, and is then
+#   stopped.
 set -u
 source "$(dirname "$0")/../common/tcp_port.sh"
 ready=$1
@@ -41,7 +42,12 @@ done
 "$(dirname "$0")/with_stacks.sh" $((limit - 5)) "${client_cmd[@]}" >"$out/client" 2>&1
 client_rc=$?
 if [ -n "${SERVER_RUNS_FOREVER:-}" ] && [ $client_rc -eq 0 ]; then
-  # Alive until now means it survived the whole run: stop it, count it a pass.
+  # Alive until now means it survived the whole run: stop it, count it a
+  # pass. A moment first: a peer process that exited is noticed within the
+  # CM's link timer's second (cm_link.h), and the server must outlive that
+  # too (cmtime's died of a CONNECT_ERROR for a child whose RTU its client
+  # took with it).
+  sleep 1.3
   if kill $server 2>/dev/null; then wait $server; server_rc=0; else wait $server; server_rc=$?; fi
 else
   [ $client_rc -ne 0 ] && kill -USR1 $server 2>/dev/null  # a lone server would wait forever
