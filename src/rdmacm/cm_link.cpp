@@ -7,7 +7,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -23,6 +22,7 @@
 #include "cm_address.h"
 #include "cm_protocol.h"
 #include "util/clock.h"
+#include "util/file_limit.h"
 #include "util/log.h"
 #include "util/peer_credentials.h"
 #include "util/unix_socket_address.h"
@@ -269,26 +269,34 @@ void send_to_peer(CmLink* link, const WireMessage& msg) {
   if (link->outbox.size() == 1) flush(link);
 }
 
-// Sends what waits in the outbox, waiting for the peer to read for as long
-// as it does, until it reads nothing for `stall_ms`: an id's last words
+// Sends what waits in the outboxes of `peers`, waiting for them to read for
+// as long as they do, until they read nothing for `stall_ms`: an id's last words
 // (its GONE, DREQ, or RTUs still queued) must not die with it, and nobody
 // may pump this side's channels again (the process may be about to exit).
 // A peer that reads slowly still gets them all (10000 RTUs and DREQs took
 // cmtime's server ~1 s: a fixed 200 ms lost most, and its children failed
 // with CONNECT_ERROR); one that reads nothing, or one in this same process
 // (it cannot read while we hold the CM lock), costs `stall_ms`.
-void flush_waiting(CmLink* link, int stall_ms) {
-  size_t left = link->outbox.size();
-  for (int stalled_us = 0; !link->gone && !flush(link) && stalled_us < stall_ms * 1000;) {
+template <typename LinkList>
+void flush_waiting(const LinkList& peers, int stall_ms) {
+  auto waiting = [&] {  // messages that wait for peers that live
+    size_t n = 0;
+    for (CmLink* link : peers)
+      if (!link->gone && !flush(link)) n += link->outbox.size();
+    return n;
+  };
+  size_t left = waiting();
+  for (int stalled_us = 0; left && stalled_us < stall_ms * 1000;) {
     usleep(500);
-    stalled_us = link->outbox.size() < left ? 0 : stalled_us + 500;
-    left = std::min(left, link->outbox.size());
+    const size_t now = waiting();
+    stalled_us = now < left ? 0 : stalled_us + 500;
+    left = std::min(left, now);
   }
 }
 
 void maybe_free(CmLink* link) {
   if (!link->ids.empty()) return;
-  flush_waiting(link, kLastWordsMs);
+  flush_waiting(std::initializer_list<CmLink*>{link}, kLastWordsMs);
   links().peers.erase(link->mailbox);
   delete link;
 }
@@ -323,6 +331,14 @@ void on_peer_process_gone(CmLink* link) {
 
 // ------------------------------------------------------------- rendezvous
 
+// Says at the default log level, once per `said`, that the process ran out
+// of descriptors (err EMFILE or ENFILE) and what waits for one.
+void warn_out_of_files_once(bool* said, int err, const char* what_waits) {
+  if (*said || (err != EMFILE && err != ENFILE)) return;
+  *said = true;
+  SV_WARN("rdma_cm: out of file descriptors (RLIMIT_NOFILE %llu): %s", sv::file_limit(), what_waits);
+}
+
 // A listener whose process is out of file descriptors, or has its budget
 // of rendezvous open (rendezvous_budget), takes no more for now: the
 // connect waits in its socket's queue. The socket leaves
@@ -332,14 +348,9 @@ void on_peer_process_gone(CmLink* link) {
 // (link_resume_accepting).
 void pause_accepting(Id* listener, int err) {
   static bool said = false;
-  if (!said && (err == EMFILE || err == ENFILE)) {
-    said = true;
-    rlimit files{};
-    getrlimit(RLIMIT_NOFILE, &files);
-    SV_WARN("rdma_cm: out of file descriptors (RLIMIT_NOFILE %llu): a connect from another process of this "
-            "host waits until one is free (each process whose request this one has not answered yet takes one)",
-            static_cast<unsigned long long>(files.rlim_cur));
-  }
+  warn_out_of_files_once(&said, err,
+                         "a connect from another process of this host waits until one is free (each process "
+                         "whose request this one has not answered yet takes one)");
   watch_remove(listener->sock_watch);
   auto& paused = links().paused;
   if (std::find(paused.begin(), paused.end(), listener) == paused.end()) paused.push_back(listener);
@@ -575,25 +586,16 @@ void unpark(Id* id) {
 // requests arriving together leave the application its descriptors. One
 // budget each way: a process that waits for answers still takes requests,
 // so two that connect to each other never wait on each other.
-size_t rendezvous_budget() {
-  rlimit files{};
-  if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur == RLIM_INFINITY) return 4096;
-  return std::max<size_t>(2, std::min<size_t>(files.rlim_cur / 8, 4096));
-}
+size_t rendezvous_budget() { return sv::file_limit_share(8, 2, 4096); }
 
 // A REQ that cannot have a rendezvous yet (the budget is spent, the process
 // is out of descriptors, or the listener's backlog is full) waits for one
 // of ours to close, or for the timer, as a CM's REQ waits in its retries.
 void park(Id* id, int err) {
   static bool said = false;
-  if (!said && (err == EMFILE || err == ENFILE)) {
-    said = true;
-    rlimit files{};
-    getrlimit(RLIMIT_NOFILE, &files);
-    SV_WARN("rdma_cm: out of file descriptors (RLIMIT_NOFILE %llu): a connect to a listener of this host waits "
-            "until one is free (each listener with a request of ours not answered yet takes one)",
-            static_cast<unsigned long long>(files.rlim_cur));
-  }
+  warn_out_of_files_once(&said, err,
+                         "a connect to a listener of this host waits until one is free (each listener with a "
+                         "request of ours not answered yet takes one)");
   links().parked.push_back({id, sv::monotonic_ns() + kParkedLimitNs});
   links().mailbox.timer.attach(channel_of(id->pub.channel));
   arm_timer_within(kParkedRetryMs);
@@ -865,19 +867,9 @@ __attribute__((destructor)) void flush_at_exit() {
   if (!lock.owns_lock()) return;  // (a thread of ours is mid-way: leave it)
   Links& l = links();
   if (l.mailbox.fd < 0) return;
-  auto waiting = [&] {  // messages that wait for peers that live
-    size_t n = 0;
-    for (auto& [name, link] : l.peers)
-      if (!link->gone && !flush(link)) n += link->outbox.size();
-    return n;
-  };
-  size_t left = waiting();
-  for (int stalled_us = 0; left && stalled_us < kLastWordsMs * 1000;) {  // (all peers at once)
-    usleep(500);
-    const size_t now = waiting();
-    stalled_us = now < left ? 0 : stalled_us + 500;
-    left = std::min(left, now);
-  }
+  PrivateVector<CmLink*> peers;
+  for (auto& [name, link] : l.peers) peers.push_back(link);
+  flush_waiting(peers, kLastWordsMs);  // (all peers at once)
 }
 
 void on_link_timer() {

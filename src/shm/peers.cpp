@@ -1,12 +1,10 @@
 #include "shm/peers.h"
 
 #include <fcntl.h>
-#include <sys/resource.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -17,6 +15,7 @@
 #include "shm/registry.h"
 #include "shm/shared_lock.h"
 #include "util/clock.h"
+#include "util/file_limit.h"
 #include "util/log.h"
 
 namespace sv::shm {
@@ -125,11 +124,7 @@ const Peer* PeerTable::map_slow(uint32_t slot) {
   return p;
 }
 
-size_t PeerTable::open_bells_limit() {
-  rlimit files{};
-  if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur == RLIM_INFINITY) return kMaxOpenBells;
-  return std::clamp<size_t>(files.rlim_cur / 8, 4, kMaxOpenBells);
-}
+size_t PeerTable::open_bells_limit() { return sv::file_limit_share(8, 4, kMaxOpenBells); }
 
 void PeerTable::close_oldest_bell() {
   auto oldest = bells_.begin();
