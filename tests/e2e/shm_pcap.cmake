@@ -2,8 +2,9 @@
 # processes of this host, both writing captures; tshark must decode every
 # frame as RoCE with the expected opcodes, nothing malformed, every ICRC
 # right (recomputed by roce_pcap_check.py), PSNs without gaps, each message
-# in one file only. Skipped (77) without tshark. One CPU: the tools run 20
-# iterations; the time is tshark's and the checker's (0.99 CPUs measured).
+# in one file only. Skipped (77) without tshark. One CPU for the pingpongs:
+# 20 iterations; the time is tshark's and the checker's (0.99 CPUs
+# measured). The perftest cases take both (below).
 set(SHM_PCAP ${CMAKE_CURRENT_LIST_DIR}/shm_pcap.sh)
 # name | opcodes that must appear | port | pingpong/perftest | tool and arguments
 set(SHM_PCAP_CASES
@@ -28,5 +29,12 @@ foreach(case ${SHM_PCAP_CASES})
   add_test(NAME e2e_shm_pcap_${name} COMMAND ${SHM_PCAP} ${expect} ${port} ${kind} ${cmd})
   set_tests_properties(e2e_shm_pcap_${name} PROPERTIES ENVIRONMENT "LD_LIBRARY_PATH=${PROJECT_BINARY_DIR}/lib"
                        LABELS "e2e;pcap" TIMEOUT 180 SKIP_RETURN_CODE 77)
+  # perftest times its report with a clock it calibrates by sampling, and
+  # beside another test's pollers the fit fails and no report is printed
+  # ("Correlation coefficient r^2: 0.894 < 0.9", e2e_shm_pcap_ib_atomic_lat_cmp_swap
+  # in CI's README stage): its cases run alone, as roce.cmake's do.
+  if(kind STREQUAL "perftest")
+    set_tests_properties(e2e_shm_pcap_${name} PROPERTIES PROCESSORS 2)
+  endif()
   math(EXPR port "${port} + 1")
 endforeach()
