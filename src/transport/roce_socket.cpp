@@ -188,21 +188,21 @@ unsigned interface_of(const in6_addr& addr) {
   return index;
 }
 
-bool is_local_address(const in6_addr& a) {
-  if (net::is_v4_mapped(a) ? a.s6_addr[12] == 127 : IN6_IS_ADDR_LOOPBACK(&a)) return true;
-  // This host's addresses, read at most once a second per thread: a peer
-  // that varies its source address costs a few comparisons, not a read of
-  // the interfaces each time.
-  // The last answer first: a sender asks about its peer's address for
-  // every packet.
-  struct Snapshot {
-    std::vector<in6_addr> addrs;
-    uint64_t read_ns = 0;
-    in6_addr last{};
-    bool last_local = false;
-  };
-  thread_local Snapshot snap;
-  const uint64_t now = coarse_monotonic_ns();
+namespace {
+
+// This host's addresses, read at most once a second per thread: a peer
+// that varies its source address costs a few comparisons, not a read of
+// the interfaces each time.
+struct LocalAddresses {
+  std::vector<in6_addr> addrs;
+  uint64_t read_ns = 0;
+  in6_addr last{};
+  bool last_local = false;
+};
+thread_local LocalAddresses t_local;
+
+// The rest of is_local_address: a stale snapshot or another address.
+[[gnu::noinline]] bool look_up_local_address(LocalAddresses& snap, const in6_addr& a, uint64_t now) {
   std::optional<PrivateVector<GidEntry>> gids;
   if ((!snap.read_ns || now - snap.read_ns >= 1'000'000'000) && (gids = try_read_gid_table())) {
     snap.addrs.clear();  // (unreadable: the addresses read last)
@@ -216,6 +216,19 @@ bool is_local_address(const in6_addr& a) {
   for (const in6_addr& x : snap.addrs)
     if (std::memcmp(&x, &a, sizeof a) == 0) snap.last_local = true;
   return snap.last_local;
+}
+
+}  // namespace
+
+bool is_local_address(const in6_addr& a) {
+  if (net::is_v4_mapped(a) ? a.s6_addr[12] == 127 : IN6_IS_ADDR_LOOPBACK(&a)) return true;
+  // The last answer first, while the snapshot is fresh: a sender asks
+  // about its peer's address for every packet.
+  LocalAddresses& snap = t_local;
+  const uint64_t now = coarse_monotonic_ns();
+  if (snap.read_ns && now - snap.read_ns < 1'000'000'000 && std::memcmp(&snap.last, &a, sizeof a) == 0)
+    return snap.last_local;
+  return look_up_local_address(snap, a, now);
 }
 
 bool sent_by_this_host(const DatagramInfo& info) {

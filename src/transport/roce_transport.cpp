@@ -12,6 +12,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <new>
+#include <type_traits>
 #include <thread>
 #include <utility>
 
@@ -219,13 +221,13 @@ class EngineBatch {
 
   void add(const net::RocePacket& pkt, const PacketAddrs& from, size_t len) {
     if (count_ == kMax) flush();
-    items_[count_++] = Item{pkt, from, len};
+    new (&items()[count_++]) Item{pkt, from, len};
   }
   void flush() {
     const size_t n = std::exchange(count_, 0);
     if (!n) return;
     EngineLock g(e_);
-    for (size_t i = 0; i < n; ++i) e_.receive(items_[i].pkt, items_[i].from, items_[i].len);
+    for (size_t i = 0; i < n; ++i) e_.receive(items()[i].pkt, items()[i].from, items()[i].len);
   }
 
  private:
@@ -235,8 +237,14 @@ class EngineBatch {
     PacketAddrs from;
     size_t len;
   };
+  static_assert(std::is_trivially_copyable_v<Item> && std::is_trivially_destructible_v<Item>);
+  Item* items() { return std::launder(reinterpret_cast<Item*>(storage_)); }
   Engine& e_;
-  Item items_[kMax];
+  // Raw storage, filled as packets come: a batch is made for every drain
+  // (16 datagrams from the rings), and an array of Items would have its
+  // 11 KiB of default members written each time (6% of a receiving network
+  // thread's time between two users of one host).
+  alignas(Item) unsigned char storage_[sizeof(Item) * kMax];
   size_t count_ = 0;
 };
 
