@@ -298,6 +298,9 @@ endfunction()
 roce_faults_test(faults_write_bw_drop --stats --expect-counter retransmits --faults "packet=drop,p=0.03,seed=5" perftest ib_write_bw -n 300)
 roce_faults_test(faults_read_bw_drop_in --stats --expect-counter duplicates --faults "packet=drop,dir=in,p=0.03" perftest ib_read_bw -n 300)
 roce_faults_test(faults_write_bw_dup --stats --expect-counter duplicates --faults "packet=duplicate,p=0.05" perftest ib_write_bw -n 300)
+# Duplicated on the way in: the receiver's batch takes the same decoded
+# packet twice (EngineBatch::commit, then add of its copy).
+roce_faults_test(faults_write_bw_dup_in --stats --expect-counter duplicates --faults "packet=duplicate,dir=in,p=0.05" perftest ib_write_bw -n 300)
 roce_faults_test(faults_write_bw_reorder --stats --expect-counter "seq_naks_sent retransmits" --faults "packet=reorder,p=0.05" perftest ib_write_bw -n 300)
 roce_faults_test(faults_rc_pingpong_corrupt --stats --expect-counter "icrc_errors probes" --faults "packet=corrupt,opcode=RC_SEND_ONLY,p=0.05,seed=3" pingpong ibv_rc_pingpong -n 200 -s 512 -c)
 # The timeline between hosts: packets as counters, the recovery as events.
