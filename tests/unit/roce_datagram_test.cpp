@@ -134,6 +134,35 @@ TEST(RoceDatagram, IcrcFollowsTheIpIdGsoGives) {
   }
 }
 
+// The ID deltas are kept for a few packet sizes per thread: sizes that
+// come in turn (more of them than are kept, so entries are taken over and
+// made again) each give the ICRC of the real header, every time.
+TEST(RoceDatagram, IcrcFollowsTheIpIdAcrossManySizesInTurn) {
+  DatagramAddrs a = addrs(true);
+  const size_t ip = kEthHeaderBytes, udp_payload = ip + kIpv4HeaderBytes + kUdpHeaderBytes;
+  for (int round = 0; round < 3; ++round)
+    for (size_t size : {0u, 4u, 8u, 100u, 256u, 1000u, 1024u, 2000u, 3000u, 4096u, 12u}) {
+      std::vector<uint8_t> frame = as_frame(a, send_only(9), std::vector<uint8_t>(size, 0x6b));
+      const uint32_t id = 1 + (size + round) % 64;
+      std::vector<uint8_t> f = frame;
+      f[ip + 4] = static_cast<uint8_t>(id >> 8);
+      f[ip + 5] = static_cast<uint8_t>(id);
+      const uint32_t expected = net::icrc(f.data() + ip, f.size() - ip - kIcrcBytes);
+      std::vector<uint8_t> datagram(frame.begin() + static_cast<long>(udp_payload), frame.end());
+      set_icrc_ip_id(datagram.data(), datagram.size(), static_cast<uint16_t>(id));
+      const uint8_t* tail = datagram.data() + datagram.size() - kIcrcBytes;
+      EXPECT_EQ(uint32_t{tail[0]} | uint32_t{tail[1]} << 8 | uint32_t{tail[2]} << 16 | uint32_t{tail[3]} << 24,
+                expected)
+          << "round " << round << ", payload " << size;
+      // And a receiver takes it, with whichever ID it left with.
+      std::vector<uint8_t> buf(kDatagramHeadroom + datagram.size());
+      std::memcpy(buf.data() + kDatagramHeadroom, datagram.data(), datagram.size());
+      EXPECT_TRUE(datagram_icrc_ok(a, buf.data(), datagram.size())) << "round " << round << ", payload " << size;
+      buf[kDatagramHeadroom + datagram.size() / 2] ^= 0x01;
+      EXPECT_FALSE(datagram_icrc_ok(a, buf.data(), datagram.size())) << "round " << round << ", payload " << size;
+    }
+}
+
 TEST(RoceDatagram, CorruptionIsCaught) {
   for (bool v4 : {true, false}) {
     DatagramAddrs a = addrs(v4);
