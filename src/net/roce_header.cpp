@@ -147,8 +147,19 @@ bool decode(const uint8_t* bth, size_t len, RocePacket* out) {
   // (Into *out, not a copy of a local: a packet's worth of copying less
   // per packet. On failure *out holds parts of a packet.)
   RocePacket& pkt = *out;
-  pkt = RocePacket{};
   pkt.bth = decode_bth(bth);
+  // The headers this opcode lacks read as zero. Member by member: the
+  // compiler made `pkt = RocePacket{}` a rep stos, 40% of decode at
+  // 1 KiB packets.
+  pkt.xrceth = {};
+  pkt.deth = {};
+  pkt.reth = {};
+  pkt.aeth = {};
+  pkt.atomic_eth = {};
+  pkt.atomic_ack = 0;
+  pkt.imm = 0;
+  pkt.ieth = 0;
+  static_assert(sizeof(RocePacket) == 128, "a member added to RocePacket: zero it above too");
   if (pkt.bth.tver != 0) return false;
   size_t after_headers = len - info->header_bytes;
   if (pkt.bth.pad > after_headers) return false;
