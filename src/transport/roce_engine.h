@@ -95,7 +95,9 @@ struct Outbound {
     data.assign(borrowed, borrowed + req.length);
     borrowed = nullptr;
   }
-  uint32_t in_flight() const { return asks_data() ? 0 : sent - acked; }
+  // Packets on their way: a SEND/WRITE's sent and not acknowledged; a
+  // READ's (or atomic's) responses asked for and not yet come.
+  uint32_t in_flight() const { return asks_data() ? (sent ? npsn - acked : 0) : sent - acked; }
 };
 
 // A QP's requester: its messages on the wire, oldest first, and the ACK

@@ -357,6 +357,9 @@ void Engine::send_packet(Sender& s, Outbound& o, uint32_t i, bool ack_req) {
 // requests once each, SEND/WRITE packets while fewer than window() are
 // unacknowledged. The last packet the window allows asks for an ACK: with
 // a small window (many busy QPs) it may come before the kAckRequestEvery-th.
+// A READ counts the responses it asks for: it goes while they fit in the
+// window, or alone (its responder answers it whole, unpaced: max_rd_atomic
+// READs of 1 MiB at once overflowed the receiving socket and went again).
 void Engine::pump(Sender& s) {
   if (s.rnr_resume_ns) return;  // waiting out an RNR NAK
   const uint32_t window = this->window();
@@ -365,6 +368,9 @@ void Engine::pump(Sender& s) {
   for (Outbound& o : s.out) {
     if (o.asks_data()) {
       if (o.sent == 0) {
+        const uint32_t asked = o.npsn - o.acked;
+        if (in_flight && in_flight + asked > window) return;
+        in_flight += asked;
         if (o.req.opcode == IBV_WR_RDMA_READ)
           request_read(s, o);
         else

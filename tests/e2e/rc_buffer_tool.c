@@ -41,96 +41,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rc_sides.h"
+
 #define LEN (16u << 20)
 #define PATTERN 0xa5
 #define OVERWRITE 0x5a
-
-struct side {
-  uint32_t qpn, psn, rkey;
-  uint64_t addr;
-  union ibv_gid gid;
-};
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-static int write_side(const char *dir, const char *who, const struct side *s) {
-  char path[512], tmp[520];
-  snprintf(path, sizeof path, "%s/%s", dir, who);
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  if (!f) return -1;
-  fprintf(f, "%u %u %u %llu", s->qpn, s->psn, s->rkey, (unsigned long long)s->addr);
-  for (int i = 0; i < 16; ++i) fprintf(f, " %u", s->gid.raw[i]);
-  fprintf(f, "\n");
-  fclose(f);
-  return rename(tmp, path);
-}
-
-static int read_side(const char *dir, const char *who, struct side *s) {
-  char path[512];
-  snprintf(path, sizeof path, "%s/%s", dir, who);
-  for (double end = now_s() + 30; now_s() < end; usleep(10000)) {
-    FILE *f = fopen(path, "r");
-    if (!f) continue;
-    unsigned long long addr;
-    int n = fscanf(f, "%u %u %u %llu", &s->qpn, &s->psn, &s->rkey, &addr);
-    for (int i = 0; i < 16 && n == 4; ++i) {
-      unsigned v;
-      if (fscanf(f, " %u", &v) != 1) n = -1;
-      s->gid.raw[i] = (uint8_t)v;
-    }
-    fclose(f);
-    s->addr = addr;
-    return n == 4 ? 0 : -1;
-  }
-  return -1;
-}
-
-static int connect_qp(struct ibv_context *ctx, struct ibv_qp *qp, int gid_index, const struct side *me,
-                      const struct side *peer) {
-  struct ibv_port_attr pa;
-  if (ibv_query_port(ctx, 1, &pa)) return -1;
-  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
-                          .qp_access_flags = IBV_ACCESS_REMOTE_WRITE};
-  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) return -1;
-  memset(&a, 0, sizeof a);
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = pa.active_mtu;
-  a.dest_qp_num = peer->qpn;
-  a.rq_psn = peer->psn;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 12;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.grh.dgid = peer->gid;
-  a.ah_attr.grh.sgid_index = (uint8_t)gid_index;
-  a.ah_attr.grh.hop_limit = 64;
-  a.ah_attr.port_num = 1;
-  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-    return -1;
-  a.qp_state = IBV_QPS_RTS;
-  a.sq_psn = me->psn;
-  a.timeout = 14; /* 67 ms, as perftest: a loaded CI machine may hold the peer off for ~30 ms; still
-                   * 15 ACK timeouts in the flush test's second */
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 1;
-  return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                   IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
-}
-
-static int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, double seconds) {
-  for (double end = now_s() + seconds; now_s() < end;) {
-    int n = ibv_poll_cq(cq, 1, wc);
-    if (n < 0) return -1;
-    if (n == 1) return 0;
-  }
-  return -1;
-}
 
 int main(int argc, char **argv) {
   if (argc < 4 || (!strcmp(argv[1], "client") && argc < 5)) {
@@ -162,7 +77,7 @@ int main(int argc, char **argv) {
   }
   struct side me = {.qpn = qp->qp_num, .psn = 0x1234, .rkey = mr->rkey, .addr = (uintptr_t)buf}, peer;
   if (ibv_query_gid(ctx, 1, gid_index, &me.gid) || write_side(dir, server ? "server" : "client", &me) ||
-      read_side(dir, server ? "client" : "server", &peer) || connect_qp(ctx, qp, gid_index, &me, &peer)) {
+      read_side(dir, server ? "client" : "server", &peer) || connect_qp(ctx, qp, gid_index, &me, &peer, IBV_ACCESS_REMOTE_WRITE, 1)) {
     fprintf(stderr, "cannot connect\n");
     return 3;
   }

@@ -1,0 +1,99 @@
+/* The two sides of an RC connection between two hosts, for the e2e tools
+ * written against <infiniband/verbs.h> only (rc_buffer_tool.c,
+ * read_depth_tool.c): each side writes its QPN, PSN, rkey, buffer address
+ * and GID to DIR/<who> and reads the other's, then connects its QP. */
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct side {
+  uint32_t qpn, psn, rkey;
+  uint64_t addr;
+  union ibv_gid gid;
+};
+
+static inline double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static inline int write_side(const char *dir, const char *who, const struct side *s) {
+  char path[512], tmp[520];
+  snprintf(path, sizeof path, "%s/%s", dir, who);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (!f) return -1;
+  fprintf(f, "%u %u %u %llu", s->qpn, s->psn, s->rkey, (unsigned long long)s->addr);
+  for (int i = 0; i < 16; ++i) fprintf(f, " %u", s->gid.raw[i]);
+  fprintf(f, "\n");
+  fclose(f);
+  return rename(tmp, path);
+}
+
+static inline int read_side(const char *dir, const char *who, struct side *s) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, who);
+  for (double end = now_s() + 30; now_s() < end; usleep(10000)) {
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    unsigned long long addr;
+    int n = fscanf(f, "%u %u %u %llu", &s->qpn, &s->psn, &s->rkey, &addr);
+    for (int i = 0; i < 16 && n == 4; ++i) {
+      unsigned v;
+      if (fscanf(f, " %u", &v) != 1) n = -1;
+      s->gid.raw[i] = (uint8_t)v;
+    }
+    fclose(f);
+    s->addr = addr;
+    return n == 4 ? 0 : -1;
+  }
+  return -1;
+}
+
+/* RESET -> RTS to `peer`, with remote `access` for the peer and an
+ * initiator and responder depth of `rd_atomic` READs and atomics. */
+static inline int connect_qp(struct ibv_context *ctx, struct ibv_qp *qp, int gid_index, const struct side *me,
+                             const struct side *peer, unsigned access, uint8_t rd_atomic) {
+  struct ibv_port_attr pa;
+  if (ibv_query_port(ctx, 1, &pa)) return -1;
+  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1, .qp_access_flags = access};
+  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) return -1;
+  memset(&a, 0, sizeof a);
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = pa.active_mtu;
+  a.dest_qp_num = peer->qpn;
+  a.rq_psn = peer->psn;
+  a.max_dest_rd_atomic = rd_atomic;
+  a.min_rnr_timer = 12;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.grh.dgid = peer->gid;
+  a.ah_attr.grh.sgid_index = (uint8_t)gid_index;
+  a.ah_attr.grh.hop_limit = 64;
+  a.ah_attr.port_num = 1;
+  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+    return -1;
+  a.qp_state = IBV_QPS_RTS;
+  a.sq_psn = me->psn;
+  a.timeout = 14; /* 67 ms, as perftest: a loaded CI machine may hold the peer off for ~30 ms */
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.max_rd_atomic = rd_atomic;
+  return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                   IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+static inline int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, double seconds) {
+  for (double end = now_s() + seconds; now_s() < end;) {
+    int n = ibv_poll_cq(cq, 1, wc);
+    if (n < 0) return -1;
+    if (n == 1) return 0;
+  }
+  return -1;
+}

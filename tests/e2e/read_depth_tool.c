@@ -1,0 +1,161 @@
+/* The program of roce_read_depth_netns.sh, written against
+ * <infiniband/verbs.h> only: RDMA READs and atomics between two hosts with
+ * an initiator depth (max_rd_atomic) of DEPTH, as a NIC runs them: up to
+ * DEPTH on the wire at once, never more, and a fenced WRITE only after
+ * every READ and atomic before it was answered. The order on the wire is
+ * read from the client's packet capture (SOFTVERBS_PCAP) by the script;
+ * this program checks the bytes.
+ *   read_depth_tool server DIR GID_INDEX
+ *       a 1 MiB buffer, byte i = (i * 7 + 3) & 0xff, and a 64-bit counter
+ *       of 1000 after it; writes DIR/server, waits for DIR/client,
+ *       connects; on the client's SEND checks the fenced WRITE's 8 bytes
+ *       ("fenced write landed") and the counter (1000 + READS) and exits
+ *       0, else 1
+ *   read_depth_tool client DIR GID_INDEX DEPTH
+ *       posts READS READs of 32 KiB (one ibv_post_send list), then READS
+ *       fetch-and-adds of 1 to the counter, then a WRITE of 8 bytes with
+ *       IBV_SEND_FENCE; checks every READ's bytes and that the atomics saw
+ *       1000, 1001, ... in order; then a SEND tells the server
+ *   Exits 0 on success; prints what went wrong otherwise. */
+#include <infiniband/verbs.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "rc_sides.h"
+
+#define LEN (1u << 20)
+#define READS 8
+#define READ_LEN (32u << 10)
+#define COUNTER_AT LEN
+#define FENCED_AT (LEN + 64)
+#define FENCED 0x0123456789abcdefull
+
+static uint8_t pattern(size_t i) { return (uint8_t)((i * 7 + 3) & 0xff); }
+
+int main(int argc, char **argv) {
+  if (argc < 4 || (!strcmp(argv[1], "client") && argc < 5)) {
+    fprintf(stderr, "usage: %s server DIR GID_INDEX | client DIR GID_INDEX DEPTH\n", argv[0]);
+    return 2;
+  }
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  const int server = !strcmp(argv[1], "server");
+  const char *dir = argv[2];
+  const int gid_index = atoi(argv[3]);
+  const int depth = server ? 16 : atoi(argv[4]);
+  struct ibv_device **list = ibv_get_device_list(NULL);
+  struct ibv_context *ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
+  struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+  struct ibv_cq *cq = pd ? ibv_create_cq(ctx, 64, NULL, NULL, 0) : NULL;
+  struct ibv_qp_init_attr ia = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+                                .cap = {.max_send_wr = 32, .max_recv_wr = 4, .max_send_sge = 1,
+                                        .max_recv_sge = 1, .max_inline_data = 16}};
+  struct ibv_qp *qp = cq ? ibv_create_qp(pd, &ia) : NULL;
+  const size_t bytes = LEN + 4096;
+  uint8_t *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (!qp || buf == MAP_FAILED) {
+    fprintf(stderr, "cannot create the device resources\n");
+    return 3;
+  }
+  memset(buf, 0, bytes);
+  if (server) {
+    for (size_t i = 0; i < LEN; ++i) buf[i] = pattern(i);
+    *(uint64_t *)(buf + COUNTER_AT) = 1000;
+  }
+  const unsigned remote = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
+  struct ibv_mr *mr = ibv_reg_mr(pd, buf, bytes, IBV_ACCESS_LOCAL_WRITE | remote);
+  if (!mr) {
+    perror("ibv_reg_mr");
+    return 3;
+  }
+  struct side me = {.qpn = qp->qp_num, .psn = 0x2345, .rkey = mr->rkey, .addr = (uintptr_t)buf}, peer;
+  if (ibv_query_gid(ctx, 1, gid_index, &me.gid) || write_side(dir, server ? "server" : "client", &me) ||
+      read_side(dir, server ? "client" : "server", &peer) ||
+      connect_qp(ctx, qp, gid_index, &me, &peer, remote, (uint8_t)depth)) {
+    fprintf(stderr, "cannot connect (depth %d)\n", depth);
+    return 3;
+  }
+  struct ibv_wc wc;
+  if (server) {
+    struct ibv_sge sge = {.addr = (uintptr_t)(buf + LEN + 128), .length = 16, .lkey = mr->lkey};
+    struct ibv_recv_wr rwr = {.sg_list = &sge, .num_sge = 1}, *bad;
+    if (ibv_post_recv(qp, &rwr, &bad)) return 3;
+    printf("ready\n");
+    if (wait_wc(cq, &wc, 60) || wc.status != IBV_WC_SUCCESS) {
+      fprintf(stderr, "no SEND from the client\n");
+      return 1;
+    }
+    const uint64_t fenced = *(uint64_t *)(buf + FENCED_AT), counter = *(uint64_t *)(buf + COUNTER_AT);
+    if (fenced != FENCED || counter != 1000 + READS) {
+      printf("fenced WRITE %#llx, counter %llu (expected %#llx, %u)\n", (unsigned long long)fenced,
+             (unsigned long long)counter, FENCED, 1000 + READS);
+      return 1;
+    }
+    printf("fenced write landed, counter %llu\n", (unsigned long long)counter);
+    return 0;
+  }
+  /* READS READs, READS atomics, one fenced WRITE: one list, so the
+   * requester meets them all at once. */
+  struct ibv_sge sges[2 * READS + 1];
+  struct ibv_send_wr wrs[2 * READS + 1], *bad;
+  memset(wrs, 0, sizeof wrs);
+  for (int k = 0; k < READS; ++k) {
+    sges[k] = (struct ibv_sge){.addr = (uintptr_t)(buf + k * READ_LEN), .length = READ_LEN, .lkey = mr->lkey};
+    wrs[k] = (struct ibv_send_wr){.wr_id = (uint64_t)k, .sg_list = &sges[k], .num_sge = 1,
+                                  .opcode = IBV_WR_RDMA_READ, .send_flags = IBV_SEND_SIGNALED,
+                                  .wr = {.rdma = {.remote_addr = peer.addr + (uint64_t)(k * 2 + 1) * READ_LEN,
+                                                  .rkey = peer.rkey}}};
+  }
+  for (int k = 0; k < READS; ++k) {
+    const int i = READS + k;
+    sges[i] = (struct ibv_sge){.addr = (uintptr_t)(buf + LEN + 256 + 8 * k), .length = 8, .lkey = mr->lkey};
+    wrs[i] = (struct ibv_send_wr){.wr_id = (uint64_t)i, .sg_list = &sges[i], .num_sge = 1,
+                                  .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD, .send_flags = IBV_SEND_SIGNALED,
+                                  .wr = {.atomic = {.remote_addr = peer.addr + COUNTER_AT, .compare_add = 1,
+                                                    .rkey = peer.rkey}}};
+  }
+  static uint64_t fenced = FENCED;
+  sges[2 * READS] = (struct ibv_sge){.addr = (uintptr_t)&fenced, .length = 8};
+  wrs[2 * READS] = (struct ibv_send_wr){.wr_id = 2 * READS, .sg_list = &sges[2 * READS], .num_sge = 1,
+                                        .opcode = IBV_WR_RDMA_WRITE,
+                                        .send_flags = IBV_SEND_SIGNALED | IBV_SEND_FENCE | IBV_SEND_INLINE,
+                                        .wr = {.rdma = {.remote_addr = peer.addr + FENCED_AT, .rkey = peer.rkey}}};
+  for (int k = 0; k < 2 * READS; ++k) wrs[k].next = &wrs[k + 1];
+  if (ibv_post_send(qp, wrs, &bad)) {
+    perror("ibv_post_send");
+    return 3;
+  }
+  for (int k = 0; k <= 2 * READS; ++k) {
+    if (wait_wc(cq, &wc, 30)) {
+      printf("no completion for work request %d\n", k);
+      return 1;
+    }
+    if (wc.status != IBV_WC_SUCCESS || wc.wr_id != (uint64_t)k) {
+      printf("work request %llu: %s (expected %d)\n", (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status), k);
+      return 1;
+    }
+  }
+  for (int k = 0; k < READS; ++k)
+    for (size_t i = 0; i < READ_LEN; ++i)
+      if (buf[k * READ_LEN + i] != pattern((size_t)(k * 2 + 1) * READ_LEN + i)) {
+        printf("READ %d: byte %zu is 0x%02x\n", k, i, buf[k * READ_LEN + i]);
+        return 1;
+      }
+  for (int k = 0; k < READS; ++k)
+    if (*(uint64_t *)(buf + LEN + 256 + 8 * k) != 1000u + (unsigned)k) {
+      printf("atomic %d saw %llu, not %d\n", k, (unsigned long long)*(uint64_t *)(buf + LEN + 256 + 8 * k), 1000 + k);
+      return 1;
+    }
+  printf("%d READs and %d atomics at depth %d: bytes and values right\n", READS, READS, depth);
+  char note[8] = "done";
+  struct ibv_sge nsge = {.addr = (uintptr_t)note, .length = sizeof note};
+  struct ibv_send_wr swr = {.wr_id = 99, .sg_list = &nsge, .num_sge = 1, .opcode = IBV_WR_SEND,
+                            .send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE};
+  if (ibv_post_send(qp, &swr, &bad) || wait_wc(cq, &wc, 30) || wc.status != IBV_WC_SUCCESS) {
+    printf("the SEND to the server failed\n");
+    return 1;
+  }
+  return 0;
+}
