@@ -44,6 +44,8 @@ ibv_wc_opcode wc_opcode_of(ibv_wr_opcode op) {
   }
 }
 
+// RDMA READ and atomics: they fetch from the responder into local memory,
+// and count against the initiator depth (max_rd_atomic) and a fence.
 bool writes_local_memory(ibv_wr_opcode op) {
   return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
@@ -376,6 +378,20 @@ faults::CompletionFault take_injected(Qp* qp, uint64_t pos) {
   return faults::CompletionFault{status};
 }
 
+// The WQE's gathered memory, in the message: where a READ's bytes and an
+// atomic's original value land (sink), or what is sent (pieces: the
+// application's own memory unless inline or staged for on-demand paging).
+void attach_pieces(Message* m, const SendWqe& w, Piece* pieces, uint32_t n, bool odp) {
+  if (writes_local_memory(w.opcode)) {
+    m->sink = pieces;
+    m->num_sink = n;
+  } else {
+    m->pieces = pieces;
+    m->num_pieces = n;
+    m->pieces_are_app_memory = !w.inlined && !odp;
+  }
+}
+
 // Executes the WQE at sq_exec. False when the queue must wait (retry later).
 // The common case (a SEND or WRITE of at most one MTU that the peer
 // acknowledges) takes the straight line; everything else branches off.
@@ -406,14 +422,7 @@ bool execute_next(Qp* qp) {
     fail(qp, pos, IBV_WC_LOC_PROT_ERR);
     return true;
   }
-  if (writes_local_memory(w.opcode)) {
-    m.sink = pieces;
-    m.num_sink = n;
-  } else {
-    m.pieces = pieces;
-    m.num_pieces = n;
-    m.pieces_are_app_memory = !w.inlined && !odp;
-  }
+  attach_pieces(&m, w, pieces, n, odp);
   Transport* t = m.dst->route;
   if (__builtin_expect(t != nullptr, 1)) {
     Response r = t->deliver(m);
@@ -429,12 +438,6 @@ bool execute_next(Qp* qp) {
   }
   return act_on_response(qp, pos,
                          Response{is_reliable(qp->type) ? Outcome::kNoResponse : Outcome::kDropped, 0});
-}
-
-// Whether a work request fetches from the responder (RDMA READ, atomics):
-// those count against the initiator depth (max_rd_atomic) and a fence.
-bool fetches_from_peer(ibv_wr_opcode op) {
-  return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 
 // Hands the WQE at sq_sent to the network while earlier ones are still on
@@ -455,13 +458,13 @@ bool pipeline_next(Qp* qp) {
   // (An injected completion waits for those before it: execute_next.)
   if (__builtin_expect(faults::armed(), 0) && !qp->fault_wqes.empty() && qp->fault_wqes.front().first == pos)
     return false;
-  const bool fetch = fetches_from_peer(w.opcode);
+  const bool fetch = writes_local_memory(w.opcode);
   if (!fetch && w.opcode != IBV_WR_SEND && w.opcode != IBV_WR_SEND_WITH_IMM && w.opcode != IBV_WR_SEND_WITH_INV &&
       w.opcode != IBV_WR_RDMA_WRITE && w.opcode != IBV_WR_RDMA_WRITE_WITH_IMM)
     return false;
   if (fetch || (w.flags & IBV_SEND_FENCE)) {
     uint32_t on_wire = 0;  // READs and atomics sent, not yet answered
-    for (uint64_t p = qp->sq_exec; p < pos; ++p) on_wire += fetches_from_peer(qp->slot(p).opcode);
+    for (uint64_t p = qp->sq_exec; p < pos; ++p) on_wire += writes_local_memory(qp->slot(p).opcode);
     if ((w.flags & IBV_SEND_FENCE) && on_wire) return false;
     if (fetch && on_wire >= qp->attr.max_rd_atomic) return false;
   }
@@ -472,14 +475,7 @@ bool pipeline_next(Qp* qp) {
   Message m = message_for(qp, pos, w);
   if (!m.dst->route || !m.dst->route->answers_later()) return false;
   if (!gather(qp, pos, pieces, &n, &odp, /*pinned=*/true) || odp) return false;
-  if (fetch) {  // (where the READ's bytes and the atomic's original value land)
-    m.sink = pieces;
-    m.num_sink = n;
-  } else {
-    m.pieces = pieces;
-    m.num_pieces = n;
-    m.pieces_are_app_memory = !w.inlined;  // (odp was refused above)
-  }
+  attach_pieces(&m, w, pieces, n, /*odp=*/false);  // (odp was refused above)
   Response r = m.dst->route->deliver(m);
   if (r.outcome != Outcome::kPending) return false;  // not expected of an RC network transport
   qp->sq_sent = pos + 1;

@@ -56,31 +56,16 @@ int main(int argc, char **argv) {
   const int server = !strcmp(argv[1], "server");
   const char *dir = argv[2];
   const int gid_index = atoi(argv[3]);
-  struct ibv_device **list = ibv_get_device_list(NULL);
-  struct ibv_context *ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
-  struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
-  struct ibv_cq *cq = pd ? ibv_create_cq(ctx, 16, NULL, NULL, 0) : NULL;
-  struct ibv_qp_init_attr ia = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-                                .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1,
-                                        .max_recv_sge = 1, .max_inline_data = 16}};
-  struct ibv_qp *qp = cq ? ibv_create_qp(pd, &ia) : NULL;
-  uint8_t *buf = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (!qp || buf == MAP_FAILED) {
-    fprintf(stderr, "cannot create the device resources\n");
-    return 3;
-  }
+  struct rc_host h;
+  if (open_rc_host(&h, 4, LEN, IBV_ACCESS_REMOTE_WRITE)) return 3;
+  struct ibv_context *ctx = h.ctx;
+  struct ibv_cq *cq = h.cq;
+  struct ibv_qp *qp = h.qp;
+  struct ibv_mr *mr = h.mr;
+  uint8_t *buf = h.buf;
   memset(buf, server ? 0 : PATTERN, LEN);
-  struct ibv_mr *mr = ibv_reg_mr(pd, buf, LEN, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-  if (!mr) {
-    perror("ibv_reg_mr");
-    return 3;
-  }
-  struct side me = {.qpn = qp->qp_num, .psn = 0x1234, .rkey = mr->rkey, .addr = (uintptr_t)buf}, peer;
-  if (ibv_query_gid(ctx, 1, gid_index, &me.gid) || write_side(dir, server ? "server" : "client", &me) ||
-      read_side(dir, server ? "client" : "server", &peer) || connect_qp(ctx, qp, gid_index, &me, &peer, IBV_ACCESS_REMOTE_WRITE, 1)) {
-    fprintf(stderr, "cannot connect\n");
-    return 3;
-  }
+  struct side peer;
+  if (meet_peer(&h, dir, server, gid_index, 0x1234, &peer, IBV_ACCESS_REMOTE_WRITE, 1)) return 3;
   struct ibv_wc wc;
   if (server && argc > 4 && !strcmp(argv[4], "range")) {
     printf("ready\n");
@@ -153,11 +138,7 @@ int main(int argc, char **argv) {
     }
     printf("WRITE: %s\n", ibv_wc_status_str(wc.status));
     if (wc.status != IBV_WC_SUCCESS) return 1;
-    char note[8] = "check";
-    struct ibv_sge nsge = {.addr = (uintptr_t)note, .length = sizeof note};
-    struct ibv_send_wr swr = {.wr_id = 2, .sg_list = &nsge, .num_sge = 1, .opcode = IBV_WR_SEND,
-                              .send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE};
-    if (ibv_post_send(qp, &swr, &bad) || wait_wc(cq, &wc, 30) || wc.status != IBV_WC_SUCCESS) {
+    if (tell_peer(&h)) {
       printf("the SEND to the server failed\n");
       return 1;
     }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -96,4 +97,67 @@ static inline int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, double seconds) 
     if (n == 1) return 0;
   }
   return -1;
+}
+
+/* One host's resources: the first device, a PD, one CQ for both queues,
+ * an RC QP, and a private anonymous buffer of `bytes` (zeroed) registered
+ * with local write and `access`. */
+struct rc_host {
+  struct ibv_context *ctx;
+  struct ibv_pd *pd;
+  struct ibv_cq *cq;
+  struct ibv_qp *qp;
+  uint8_t *buf;
+  struct ibv_mr *mr;
+};
+
+/* 0, or -1 having said what failed. */
+static inline int open_rc_host(struct rc_host *h, uint32_t max_send_wr, size_t bytes, unsigned access) {
+  memset(h, 0, sizeof *h);
+  struct ibv_device **list = ibv_get_device_list(NULL);
+  h->ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
+  h->pd = h->ctx ? ibv_alloc_pd(h->ctx) : NULL;
+  h->cq = h->pd ? ibv_create_cq(h->ctx, (int)(2 * max_send_wr + 8), NULL, NULL, 0) : NULL;
+  struct ibv_qp_init_attr ia = {.send_cq = h->cq, .recv_cq = h->cq, .qp_type = IBV_QPT_RC,
+                                .cap = {.max_send_wr = max_send_wr, .max_recv_wr = 4, .max_send_sge = 1,
+                                        .max_recv_sge = 1, .max_inline_data = 16}};
+  h->qp = h->cq ? ibv_create_qp(h->pd, &ia) : NULL;
+  void *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (!h->qp || buf == MAP_FAILED) {
+    fprintf(stderr, "cannot create the device resources\n");
+    return -1;
+  }
+  h->buf = (uint8_t *)buf;
+  h->mr = ibv_reg_mr(h->pd, h->buf, bytes, IBV_ACCESS_LOCAL_WRITE | access);
+  if (!h->mr) {
+    perror("ibv_reg_mr");
+    return -1;
+  }
+  return 0;
+}
+
+/* Tells the peer our side (as "server" or "client", starting at PSN `psn`),
+ * reads its side into *peer and connects to it (connect_qp). 0, or -1
+ * having said so. */
+static inline int meet_peer(struct rc_host *h, const char *dir, int server, int gid_index, uint32_t psn,
+                            struct side *peer, unsigned access, uint8_t rd_atomic) {
+  struct side me = {.qpn = h->qp->qp_num, .psn = psn, .rkey = h->mr->rkey, .addr = (uintptr_t)h->buf};
+  if (ibv_query_gid(h->ctx, 1, gid_index, &me.gid) || write_side(dir, server ? "server" : "client", &me) ||
+      read_side(dir, server ? "client" : "server", peer) ||
+      connect_qp(h->ctx, h->qp, gid_index, &me, peer, access, rd_atomic)) {
+    fprintf(stderr, "cannot connect\n");
+    return -1;
+  }
+  return 0;
+}
+
+/* A SEND of a few bytes that tells the peer we are done; 0 once it
+ * completed successfully. */
+static inline int tell_peer(struct rc_host *h) {
+  char note[8] = "done";
+  struct ibv_sge sge = {.addr = (uintptr_t)note, .length = sizeof note};
+  struct ibv_send_wr wr = {.wr_id = 99, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+                           .send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE}, *bad;
+  struct ibv_wc wc;
+  return ibv_post_send(h->qp, &wr, &bad) || wait_wc(h->cq, &wc, 30) || wc.status != IBV_WC_SUCCESS ? -1 : 0;
 }

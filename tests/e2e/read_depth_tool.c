@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "rc_sides.h"
 
@@ -45,38 +44,19 @@ int main(int argc, char **argv) {
   const char *dir = argv[2];
   const int gid_index = atoi(argv[3]);
   const int depth = server ? 16 : atoi(argv[4]);
-  struct ibv_device **list = ibv_get_device_list(NULL);
-  struct ibv_context *ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
-  struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
-  struct ibv_cq *cq = pd ? ibv_create_cq(ctx, 64, NULL, NULL, 0) : NULL;
-  struct ibv_qp_init_attr ia = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-                                .cap = {.max_send_wr = 32, .max_recv_wr = 4, .max_send_sge = 1,
-                                        .max_recv_sge = 1, .max_inline_data = 16}};
-  struct ibv_qp *qp = cq ? ibv_create_qp(pd, &ia) : NULL;
-  const size_t bytes = LEN + 4096;
-  uint8_t *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (!qp || buf == MAP_FAILED) {
-    fprintf(stderr, "cannot create the device resources\n");
-    return 3;
-  }
-  memset(buf, 0, bytes);
+  const unsigned remote = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
+  struct rc_host h;
+  if (open_rc_host(&h, 32, LEN + 4096, remote)) return 3;
+  struct ibv_cq *cq = h.cq;
+  struct ibv_qp *qp = h.qp;
+  struct ibv_mr *mr = h.mr;
+  uint8_t *buf = h.buf;
   if (server) {
     for (size_t i = 0; i < LEN; ++i) buf[i] = pattern(i);
     *(uint64_t *)(buf + COUNTER_AT) = 1000;
   }
-  const unsigned remote = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
-  struct ibv_mr *mr = ibv_reg_mr(pd, buf, bytes, IBV_ACCESS_LOCAL_WRITE | remote);
-  if (!mr) {
-    perror("ibv_reg_mr");
-    return 3;
-  }
-  struct side me = {.qpn = qp->qp_num, .psn = 0x2345, .rkey = mr->rkey, .addr = (uintptr_t)buf}, peer;
-  if (ibv_query_gid(ctx, 1, gid_index, &me.gid) || write_side(dir, server ? "server" : "client", &me) ||
-      read_side(dir, server ? "client" : "server", &peer) ||
-      connect_qp(ctx, qp, gid_index, &me, &peer, remote, (uint8_t)depth)) {
-    fprintf(stderr, "cannot connect (depth %d)\n", depth);
-    return 3;
-  }
+  struct side peer;
+  if (meet_peer(&h, dir, server, gid_index, 0x2345, &peer, remote, (uint8_t)depth)) return 3;
   struct ibv_wc wc;
   if (server) {
     struct ibv_sge sge = {.addr = (uintptr_t)(buf + LEN + 128), .length = 16, .lkey = mr->lkey};
@@ -149,11 +129,7 @@ int main(int argc, char **argv) {
       return 1;
     }
   printf("%d READs and %d atomics at depth %d: bytes and values right\n", READS, READS, depth);
-  char note[8] = "done";
-  struct ibv_sge nsge = {.addr = (uintptr_t)note, .length = sizeof note};
-  struct ibv_send_wr swr = {.wr_id = 99, .sg_list = &nsge, .num_sge = 1, .opcode = IBV_WR_SEND,
-                            .send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE};
-  if (ibv_post_send(qp, &swr, &bad) || wait_wc(cq, &wc, 30) || wc.status != IBV_WC_SUCCESS) {
+  if (tell_peer(&h)) {
     printf("the SEND to the server failed\n");
     return 1;
   }

@@ -111,25 +111,34 @@ TEST(RoceDatagram, IcrcCheckWritesNothing) {
   }
 }
 
+// A GSO segment of `frame` (an IPv4 RoCEv2 frame sent with ID 0) that left
+// with IP ID `id`: its datagram with the ICRC patched by set_icrc_ip_id,
+// and the ICRC a receiver computes over the real header (*expected).
+std::vector<uint8_t> segment_with_id(const std::vector<uint8_t>& frame, uint32_t id, uint32_t* expected) {
+  const size_t ip = kEthHeaderBytes, udp_payload = ip + kIpv4HeaderBytes + kUdpHeaderBytes;
+  std::vector<uint8_t> f = frame;
+  f[ip + 4] = static_cast<uint8_t>(id >> 8);
+  f[ip + 5] = static_cast<uint8_t>(id);
+  *expected = net::icrc(f.data() + ip, f.size() - ip - kIcrcBytes);
+  std::vector<uint8_t> datagram(frame.begin() + static_cast<long>(udp_payload), frame.end());
+  set_icrc_ip_id(datagram.data(), datagram.size(), static_cast<uint16_t>(id));
+  return datagram;
+}
+
+uint32_t icrc_of(const std::vector<uint8_t>& datagram) {
+  const uint8_t* tail = datagram.data() + datagram.size() - kIcrcBytes;
+  return uint32_t{tail[0]} | uint32_t{tail[1]} << 8 | uint32_t{tail[2]} << 16 | uint32_t{tail[3]} << 24;
+}
+
 TEST(RoceDatagram, IcrcFollowsTheIpIdGsoGives) {
   // The k-th segment of a UDP GSO send leaves with IP ID k: its ICRC, patched
   // from the ID-0 one, must be what a receiver computes over the real header.
   DatagramAddrs a = addrs(true);
   for (size_t size : {0u, 1u, 1024u, 4096u}) {
-    std::vector<uint8_t> payload(size, 0x3c);
-    std::vector<uint8_t> frame = as_frame(a, send_only(9), payload);
-    const size_t ip = kEthHeaderBytes, udp_payload = ip + kIpv4HeaderBytes + kUdpHeaderBytes;
+    std::vector<uint8_t> frame = as_frame(a, send_only(9), std::vector<uint8_t>(size, 0x3c));
     for (uint32_t id : {1u, 2u, 63u, 0x1234u, 0xffffu}) {
-      std::vector<uint8_t> f = frame;
-      f[ip + 4] = static_cast<uint8_t>(id >> 8);
-      f[ip + 5] = static_cast<uint8_t>(id);
-      const uint32_t expected = net::icrc(f.data() + ip, f.size() - ip - kIcrcBytes);
-      std::vector<uint8_t> datagram(frame.begin() + static_cast<long>(udp_payload), frame.end());
-      set_icrc_ip_id(datagram.data(), datagram.size(), static_cast<uint16_t>(id));
-      const uint8_t* tail = datagram.data() + datagram.size() - kIcrcBytes;
-      const uint32_t got = uint32_t{tail[0]} | uint32_t{tail[1]} << 8 | uint32_t{tail[2]} << 16 |
-                           uint32_t{tail[3]} << 24;
-      EXPECT_EQ(got, expected) << "payload " << size << ", IP ID " << id;
+      uint32_t expected;
+      EXPECT_EQ(icrc_of(segment_with_id(frame, id, &expected)), expected) << "payload " << size << ", IP ID " << id;
     }
   }
 }
@@ -139,21 +148,12 @@ TEST(RoceDatagram, IcrcFollowsTheIpIdGsoGives) {
 // made again) each give the ICRC of the real header, every time.
 TEST(RoceDatagram, IcrcFollowsTheIpIdAcrossManySizesInTurn) {
   DatagramAddrs a = addrs(true);
-  const size_t ip = kEthHeaderBytes, udp_payload = ip + kIpv4HeaderBytes + kUdpHeaderBytes;
   for (int round = 0; round < 3; ++round)
     for (size_t size : {0u, 4u, 8u, 100u, 256u, 1000u, 1024u, 2000u, 3000u, 4096u, 12u}) {
       std::vector<uint8_t> frame = as_frame(a, send_only(9), std::vector<uint8_t>(size, 0x6b));
-      const uint32_t id = 1 + (size + round) % 64;
-      std::vector<uint8_t> f = frame;
-      f[ip + 4] = static_cast<uint8_t>(id >> 8);
-      f[ip + 5] = static_cast<uint8_t>(id);
-      const uint32_t expected = net::icrc(f.data() + ip, f.size() - ip - kIcrcBytes);
-      std::vector<uint8_t> datagram(frame.begin() + static_cast<long>(udp_payload), frame.end());
-      set_icrc_ip_id(datagram.data(), datagram.size(), static_cast<uint16_t>(id));
-      const uint8_t* tail = datagram.data() + datagram.size() - kIcrcBytes;
-      EXPECT_EQ(uint32_t{tail[0]} | uint32_t{tail[1]} << 8 | uint32_t{tail[2]} << 16 | uint32_t{tail[3]} << 24,
-                expected)
-          << "round " << round << ", payload " << size;
+      uint32_t expected;
+      const std::vector<uint8_t> datagram = segment_with_id(frame, 1 + (size + round) % 64, &expected);
+      EXPECT_EQ(icrc_of(datagram), expected) << "round " << round << ", payload " << size;
       // And a receiver takes it, with whichever ID it left with.
       std::vector<uint8_t> buf(kDatagramHeadroom + datagram.size());
       std::memcpy(buf.data() + kDatagramHeadroom, datagram.data(), datagram.size());
