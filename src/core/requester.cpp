@@ -44,6 +44,12 @@ ibv_wc_opcode wc_opcode_of(ibv_wr_opcode op) {
   }
 }
 
+// An atomic whose local buffer cannot hold the original 64-bit value
+// (IBV_WC_LOC_LEN_ERR when its turn comes).
+bool atomic_too_short(const SendWqe& w) {
+  return (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) && w.length < 8;
+}
+
 // RDMA READ and atomics: they fetch from the responder into local memory,
 // and count against the initiator depth (max_rd_atomic) and a fence.
 bool writes_local_memory(ibv_wr_opcode op) {
@@ -259,14 +265,13 @@ bool passes_rare_checks(Qp* qp, uint64_t pos, const SendWqe& w) {
     complete(qp, pos, IBV_WC_SUCCESS);
     return false;
   }
-  const bool atomic = w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
-  if (atomic && w.length < 8) {  // the original 64-bit value must fit
+  if (atomic_too_short(w)) {
     fail(qp, pos, IBV_WC_LOC_LEN_ERR);
     return false;
   }
   // An initiator depth of 0 allows no RDMA READ or atomic in flight: such a
   // request could never be sent. A NIC would wait forever; we say why.
-  if ((atomic || w.opcode == IBV_WR_RDMA_READ) && qp->attr.max_rd_atomic == 0) {
+  if (writes_local_memory(w.opcode) && qp->attr.max_rd_atomic == 0) {
     fail(qp, pos, IBV_WC_LOC_QP_OP_ERR);
     return false;
   }
@@ -468,7 +473,7 @@ bool pipeline_next(Qp* qp) {
     if ((w.flags & IBV_SEND_FENCE) && on_wire) return false;
     if (fetch && on_wire >= qp->attr.max_rd_atomic) return false;
   }
-  if (w.length > device_profile().max_msg_sz || (fetch && w.opcode != IBV_WR_RDMA_READ && w.length < 8)) return false;
+  if (w.length > device_profile().max_msg_sz || atomic_too_short(w)) return false;
   Piece pieces[limits::kMaxSge];
   uint32_t n = 0;
   bool odp = false;
