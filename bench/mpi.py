@@ -27,6 +27,7 @@ import subprocess
 import time
 
 import plot_style
+from report import fmt, median, update_readme
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AGENT = os.path.join(ROOT, "tests", "middleware", "ns_agent.sh")
@@ -153,12 +154,9 @@ def main():
     plot(args.out, configs, samples, args.sizes)
     print(report)
     if args.update_readme:
-        update_readme(os.path.join(ROOT, "README.md"), report)
+        update_readme(os.path.join(ROOT, "README.md"), BEGIN, END, report)
 
 
-def median(samples, key):
-    v = samples.get(key)
-    return statistics.median(v.values()) if v else None
 
 
 def ratio_median(samples, ours, peer, metric, size):
@@ -191,12 +189,6 @@ def write_report(args, configs, samples, load):
     return "\n".join(lines)
 
 
-def fmt(v, digits=None):
-    if v is None:
-        return "-"
-    if digits is not None:
-        return f"{v:.{digits}f}"
-    return f"{v:.3f}" if v < 10 else f"{v:.1f}"
 
 
 def plot(out, configs, samples, sizes):
@@ -224,15 +216,6 @@ def label(size):
     return str(size)
 
 
-def update_readme(path, report):
-    with open(path) as f:
-        text = f.read()
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{path}: no MPI bench markers")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    with open(path, "w") as f:
-        f.write(head + BEGIN + "\n" + report + END + tail)
 
 
 if __name__ == "__main__":

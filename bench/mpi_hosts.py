@@ -37,6 +37,7 @@ import tempfile
 import time
 
 import plot_style
+from report import fmt, median, update_readme
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AGENT = os.path.join(ROOT, "tests", "middleware", "ns_agent.sh")
@@ -213,12 +214,9 @@ def main():
     plot(os.path.join(args.out, "mpi_hosts_speed.png"), rank_counts, samples)
     print(report)
     if args.update_readme:
-        update_readme(os.path.join(ROOT, "README.md"), report)
+        update_readme(os.path.join(ROOT, "README.md"), BEGIN, END, report)
 
 
-def median(samples, key):
-    v = samples.get(key)
-    return statistics.median(v.values()) if v else None
 
 
 def speed(samples, ours, peer, ranks, figure, size):
@@ -287,12 +285,6 @@ def write_report(args, configs, rank_counts, samples, load):
     return "\n".join(lines)
 
 
-def fmt(v, digits=None):
-    if v is None:
-        return "-"
-    if digits is not None:
-        return f"{v:.{digits}f}"
-    return f"{v:.3f}" if v < 10 else f"{v:.1f}"
 
 
 def plot(path, rank_counts, samples):
@@ -321,15 +313,6 @@ def label(size):
     return f"{size} B"
 
 
-def update_readme(path, report):
-    with open(path) as f:
-        text = f.read()
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{path}: no MPI-between-hosts bench markers")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    with open(path, "w") as f:
-        f.write(head + BEGIN + "\n" + report + END + tail)
 
 
 if __name__ == "__main__":
