@@ -58,7 +58,8 @@ void Engine::transmit(Stream stream, uint32_t local_qpn, const in6_addr& src, co
   DatagramAddrs a;
   a.src_ip = src;
   a.dst_ip = dst;
-  a.src_port = wire_.source_port(dst);
+  uint8_t lane;
+  a.src_port = wire_.source_port_to(dst, pkt.bth.dest_qp, &lane);
   a.dst_port = kRoceUdpPort;
   // (Into a ring: memory, not a wire, and its receiver checks no ICRC.
   // Two users' ib_write_bw -s 1M went 1.11x as fast without it.)
@@ -66,7 +67,7 @@ void Engine::transmit(Stream stream, uint32_t local_qpn, const in6_addr& src, co
   size_t n = build_datagram(a, pkt, payload, len, buf.data(), !unsealed);
   if (!n) return;
   b.datagrams.push_back(
-      OutDatagram{src, dst, kRoceUdpPort, traffic_class, buf.data() + kDatagramHeadroom, n, unsealed});
+      OutDatagram{src, dst, kRoceUdpPort, traffic_class, buf.data() + kDatagramHeadroom, n, unsealed, lane});
   b.qpns.push_back(local_qpn);
   Capture& cap = Capture::get();
   if (__builtin_expect(cap.enabled(), 0)) cap.packet(src, dst, a.src_port, a.dst_port, traffic_class, pkt, payload, len);

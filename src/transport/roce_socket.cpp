@@ -394,7 +394,29 @@ void RoceSocket::close() {
     if (*fd >= 0) ::close(*fd);
     *fd = -1;
   }
+  for (auto& family : lanes_)
+    for (Lane& l : family) {
+      if (const int fd = l.fd.exchange(-1); fd >= 0) ::close(fd);
+      l.port = 0;
+    }
   owns_port_ = false;
+}
+
+uint16_t RoceSocket::lane_port(const in6_addr& dst, uint8_t lane) {
+  const int f = net::is_v4_mapped(dst) ? 0 : 1;
+  Lane& l = lanes_[f][lane];
+  int fd = lane ? l.fd.load(std::memory_order_acquire) : -2;
+  if (fd == -1) {
+    std::lock_guard g(lanes_mu_);
+    fd = l.fd.load(std::memory_order_relaxed);
+    if (fd == -1) {
+      fd = bound_socket(f == 0 ? AF_INET : AF_INET6, 0);
+      if (fd >= 0) l.port = local_port(fd);
+      else SV_DEBUG("no UDP socket for the RoCEv2 lane to slot %u: %s", lane, strerror(errno));
+      l.fd.store(fd >= 0 ? fd : -2, std::memory_order_release);
+    }
+  }
+  return fd >= 0 ? l.port : source_port(dst);
 }
 
 uint16_t RoceSocket::source_port(const in6_addr& dst) const {
@@ -430,7 +452,7 @@ void add_segment_size(msghdr* msg, uint16_t size) {
 // for two processes there, by the slot DestQP carries.)
 bool same_flow(const OutDatagram& a, const OutDatagram& b) {
   return std::memcmp(&a.src, &b.src, sizeof a.src) == 0 && std::memcmp(&a.dst, &b.dst, sizeof a.dst) == 0 &&
-         a.dst_port == b.dst_port && a.traffic_class == b.traffic_class &&
+         a.dst_port == b.dst_port && a.traffic_class == b.traffic_class && a.lane == b.lane &&
          a.len > hostd::kDestQpSlotByte && b.len > hostd::kDestQpSlotByte &&
          a.data[hostd::kDestQpSlotByte] == b.data[hostd::kDestQpSlotByte];
 }
@@ -537,13 +559,15 @@ void RoceSocket::send_many(OutDatagram* d, size_t count) {
   size_t runs[kMax], starts[kMax];
   size_t i = 0;
   while (i < count) {
-    // Messages of one family go in one sendmmsg(); each is a GSO run.
+    // Messages of one family and lane (one socket) go in one sendmmsg();
+    // each is a GSO run.
     size_t m = 0, first = i;
     int family = -1;
+    const uint8_t lane = d[i].lane;
     while (i < count && m < kMax && i - first < kMax) {
       msghdr probe;
       const int f = prepare(d[i], &probe, &to[m], &iov[i - first], &control[m]);
-      if (family >= 0 && f != family) break;
+      if ((family >= 0 && f != family) || d[i].lane != lane) break;
       family = f;
       size_t n = gso_ && knobs().udp_offload ? gso_run(d + i, std::min(count - i, kMax - (i - first))) : 1;
       for (size_t k = 1; k < n; ++k) iov[i - first + k] = iovec{d[i + k].data, d[i + k].len};
@@ -560,7 +584,7 @@ void RoceSocket::send_many(OutDatagram* d, size_t count) {
       runs[m++] = n;
       i += n;
     }
-    const int fd = sending_fd(family);
+    const int fd = sending_fd(family, lane);
     size_t done = 0, at = first;
     while (fd >= 0 && done < m) {
       int sent = sendmmsg(fd, msgs + done, static_cast<unsigned>(m - done), 0);

@@ -11,8 +11,11 @@
 #include <netinet/in.h>
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
+#include <new>
 #include <string>
 
 namespace sv {
@@ -27,6 +30,10 @@ struct OutDatagram {
   // Built without its ICRC, for a ring (Wire::through_memory); kDatagramHeadroom
   // bytes before `data` are ours, to seal it if it goes by UDP after all.
   bool unsealed = false;
+  // The socket it leaves by, whose port its ICRC covers: 0, this process's
+  // own (source_port), or the lane of its destination's process
+  // (RoceSocket::lane_port).
+  uint8_t lane = 0;
 };
 
 struct DatagramInfo {
@@ -97,6 +104,9 @@ class RoceSocket {
   // nothing until replace_receivers, sends from ports of its own.
   void release_port();
   void close();
+  // In a fork()ed child, after close(): a lock another thread of the
+  // parent held is free.
+  void drop_in_child() { new (&lanes_mu_) std::mutex(); }
   // Binds the RoCE port if its owner is gone (transport/roce_forward.h).
   bool try_own();
   // Stops new flows from being given to this process's sockets (a connected
@@ -107,6 +117,16 @@ class RoceSocket {
   // This process's UDP source port for `dst`'s family: a port of its own
   // (not 4791, which all our processes share).
   uint16_t source_port(const in6_addr& dst) const;
+  // The UDP source port of datagrams to `dst` that leave by `lane` (1..255:
+  // a socket of their own, opened at its first datagram; 0: source_port).
+  // A peer host's processes share their port, and the kernel brings each
+  // flow (addresses and ports) to one of them, which forwards what is for
+  // the others until they have the flow brought to themselves
+  // (roce_steering.h); a flow carrying packets for two of them stays
+  // forwarded. So our datagrams to each of a host's processes (the slot
+  // their DestQP carries) leave by a port of their own, as a NIC's leave by
+  // a port of their QP's. Where no socket can be had, source_port.
+  uint16_t lane_port(const in6_addr& dst, uint8_t lane);
   // The port fd4() (v4) or fd6() receives on: 4791, or an ephemeral one
   // while another program holds it.
   uint16_t receive_port(bool v4) const;
@@ -143,6 +163,11 @@ class RoceSocket {
   int sending_fd(int f) const {
     return f == 0 ? (send_fd4_ >= 0 ? send_fd4_ : fd4_) : (send_fd6_ >= 0 ? send_fd6_ : fd6_);
   }
+  // The socket of lane `lane` in family index `f`, or the process's own.
+  int sending_fd(int f, uint8_t lane) const {
+    const int fd = lane ? lanes_[f][lane].fd.load(std::memory_order_acquire) : -1;
+    return fd >= 0 ? fd : sending_fd(f);
+  }
 
   int fd4_ = -1, fd6_ = -1;  // receiving (and, without the RoCE port, sending)
   uint16_t port4_ = 0, port6_ = 0;
@@ -150,6 +175,15 @@ class RoceSocket {
   uint16_t send_port4_ = 0, send_port6_ = 0;
   bool owns_port_ = false;
   bool gso_ = true;  // cleared when the kernel refuses UDP_SEGMENT
+  // lane_port's sockets, by family index and lane: opened under lanes_mu_,
+  // the port stored before the descriptor (send_many reads them without
+  // the lock); kept until close(). fd -2: none could be had.
+  struct Lane {
+    std::atomic<int> fd{-1};
+    uint16_t port = 0;
+  };
+  Lane lanes_[2][256];
+  std::mutex lanes_mu_;
 };
 
 }  // namespace sv

@@ -144,6 +144,7 @@ void after_fork_in_child() {
   Nic& n = *g_nic;
   Engine& e = n.engine;
   n.port.sock.close();
+  n.port.sock.drop_in_child();
   n.port.fwd.close();
   n.port.steered.close();
   if (n.port.wake_fd >= 0) close(n.port.wake_fd);

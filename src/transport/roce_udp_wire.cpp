@@ -6,6 +6,7 @@
 #include "hostd/datagram_route.h"
 #include "net/roce_frame.h"
 #include "core/faults.h"
+#include "shm/layout.h"
 #include "util/clock.h"
 
 namespace sv::roce {
@@ -21,6 +22,16 @@ void UdpWire::seal(OutDatagram& d) const {
   a.dst_port = d.dst_port;
   net::put_datagram_icrc(a, d.data - net::kDatagramHeadroom, d.len);
   d.unsealed = false;
+}
+
+uint16_t UdpWire::source_port_to(const in6_addr& dst, uint32_t dest_qpn, uint8_t* lane) {
+  // (QP1, the CM's, and a multicast group's DestQP name no process.)
+  const bool to_a_process = dest_qpn != 1 && dest_qpn != shm::kMulticastQpn;
+  // (The slot of the QPN's home block: a process with more than 256 QPs
+  // has blocks of other numbers too, whose packets then come by other
+  // lanes, each a flow of its own to steer.)
+  *lane = to_a_process && !attestation.load(std::memory_order_acquire) ? shm::home_slot_of_qpn(dest_qpn) : 0;
+  return *lane ? sock.lane_port(dst, *lane) : sock.source_port(dst);
 }
 
 uint32_t UdpWire::local_peer(const in6_addr& dst, uint32_t slot) const {

@@ -41,6 +41,10 @@ class UdpWire final : public Wire {
   // first time one is for it).
   void send(OutDatagram* d, size_t count) override;
   uint16_t source_port(const in6_addr& dst) const override { return sock.source_port(dst); }
+  // Without a host service, a port per process of the peer host (the slot
+  // its DestQP carries; RoceSocket::lane_port). With one, the two ports it
+  // vouches for as ours, and the rings.
+  uint16_t source_port_to(const in6_addr& dst, uint32_t dest_qpn, uint8_t* lane) override;
   uint32_t link_mtu(const in6_addr& dst, const in6_addr& src) override { return link_ib_mtu(dst, src); }
   uint64_t now_ns() const override;
   bool wake_at(uint64_t due_ns) override;

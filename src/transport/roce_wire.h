@@ -29,6 +29,14 @@ class Wire {
   virtual void send(OutDatagram* d, size_t count) = 0;
   // The UDP source port of this end's datagrams to `dst`.
   virtual uint16_t source_port(const in6_addr& dst) const = 0;
+  // The UDP source port of a datagram to `dst`'s QP `dest_qpn`, and in
+  // *lane the socket it leaves by (OutDatagram::lane): by default this
+  // end's one port.
+  virtual uint16_t source_port_to(const in6_addr& dst, uint32_t dest_qpn, uint8_t* lane) {
+    (void)dest_qpn;
+    *lane = 0;
+    return source_port(dst);
+  }
   // The largest IB MTU (256..4096) whose packets the link to `dst` (a
   // group: the link of `src`) carries.
   virtual uint32_t link_mtu(const in6_addr& dst, const in6_addr& src) = 0;

@@ -17,7 +17,11 @@
 # With HOSTS=N (N > 2): N such hosts on one bridge, RANKS/N in each.
 # Every rank must have opened softverbs (its log line) and the job must
 # exit 0; EXPECT (environment, a regex) must match EXPECT_COUNT lines (1)
-# of the output, REJECT none. For experiments: EXTRA_X names one more
+# of the output, REJECT none. FORWARDED_AT_MOST=P (with --hosts): every rank
+# prints its RoCEv2 counters at exit, and at most P% of the packets the
+# ranks received may have come through another rank's process (forwarded:
+# the kernel gave that flow to it; transport/roce_steering.h). For
+# experiments: EXTRA_X names one more
 # variable for Open MPI to pass to every rank (-x), OPENIB_FLAGS sets
 # btl_openib_flags (e.g. send,put).
 set -u
@@ -67,6 +71,11 @@ case $stack in
   mpich) ;;
   *) echo "unknown stack $stack"; exit 2 ;;
 esac
+
+if [[ -n ${FORWARDED_AT_MOST:-} ]]; then
+  export SOFTVERBS_STAT_AT_EXIT=1
+  ompi+=(-x SOFTVERBS_STAT_AT_EXIT)
+fi
 
 in_a=()
 if ((hosts)); then
@@ -131,5 +140,11 @@ if [[ -n ${REJECT:-} ]] && grep -Eq -- "$REJECT" "$out/all"; then
 fi
 if ((hosts)); then
   roce_crossed_link "${namespaces[1]}" || exit 1
+fi
+if [[ -n ${FORWARDED_AT_MOST:-} ]]; then
+  read -r received forwarded < <(awk '/^ *device /{for(i=2;i<NF;i++){if($i=="packets_received")r+=$(i+1); if($i=="forwarded")f+=$(i+1)}} END{print r+0, f+0}' "$out/err")
+  echo "RoCEv2 packets the ranks received: $received; forwarded from one rank's process to another's: $forwarded"
+  ((received > 0)) || { echo "no counters from the ranks (SOFTVERBS_STAT_AT_EXIT)"; exit 1; }
+  ((forwarded * 100 <= received * FORWARDED_AT_MOST)) || { echo "more than $FORWARDED_AT_MOST% forwarded"; exit 1; }
 fi
 exit 0

@@ -150,6 +150,41 @@ TEST(RoceSteering, OurSendsLeaveFromAPortOfTheirOwn) {
   EXPECT_EQ(rc, 0);
 }
 
+TEST(RoceSteering, SendsToEachPeerProcessLeaveByAPortOfTheirOwn) {
+  const int rc = in_own_netns([] {
+    RoceSocket a;
+    CHILD_EXPECT(a.open());
+    // A lane per process of the peer host (the slot its DestQP carries):
+    // two of that host's processes never share a flow from us, so each
+    // can have its own brought to itself.
+    const uint16_t own = a.source_port(kLoopback), to3 = a.lane_port(kLoopback, 3), to4 = a.lane_port(kLoopback, 4);
+    CHILD_EXPECT(to3 != own && to4 != own && to3 != to4);
+    CHILD_EXPECT(a.lane_port(kLoopback, 3) == to3);  // (opened once)
+    CHILD_EXPECT(a.lane_port(kLoopback, 0) == own);
+    uint16_t port = 0;
+    const int peer = peer_socket(&port);
+    uint8_t bufs[4][64] = {};
+    const uint8_t lanes[4] = {3, 3, 4, 0};
+    OutDatagram d[4];
+    for (int i = 0; i < 4; ++i) {
+      bufs[i][5] = lanes[i];  // (DestQP's slot byte, as the engine's datagrams carry it)
+      d[i] = OutDatagram{kLoopback, kLoopback, port, 0, bufs[i], sizeof bufs[i], false, lanes[i]};
+    }
+    a.send_many(d, 4);  // (the two of lane 3: one GSO send)
+    const uint16_t expected[4] = {to3, to3, to4, own};
+    for (int i = 0; i < 4; ++i) {
+      sockaddr_in from{};
+      socklen_t len = sizeof from;
+      uint8_t buf[128];
+      CHILD_EXPECT(recvfrom(peer, buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&from), &len) == 64);
+      CHILD_EXPECT(ntohs(from.sin_port) == expected[i]);
+    }
+    return 0;
+  });
+  if (rc == kSkip) GTEST_SKIP() << "no network namespace of our own (not root?)";
+  EXPECT_EQ(rc, 0);
+}
+
 TEST(RoceSteering, RefusedWhenThePortIsNotSharedWithUs) {
   const int rc = in_own_netns([] {
     RoceSocket service;  // the host service holds 4791 alone
