@@ -411,6 +411,9 @@ uint16_t RoceSocket::lane_port(const in6_addr& dst, uint8_t lane) {
     fd = l.fd.load(std::memory_order_relaxed);
     if (fd == -1) {
       fd = bound_socket(f == 0 ? AF_INET : AF_INET6, 0);
+      // (Nothing is read from it: what a stranger sends to its port may
+      // hold no more than the kernel's smallest receive buffer.)
+      if (fd >= 0) set_int(fd, SOL_SOCKET, SO_RCVBUF, 0);
       if (fd >= 0) l.port = local_port(fd);
       else SV_DEBUG("no UDP socket for the RoCEv2 lane to slot %u: %s", lane, strerror(errno));
       l.fd.store(fd >= 0 ? fd : -2, std::memory_order_release);
