@@ -48,14 +48,11 @@
 #define OVERWRITE 0x5a
 
 int main(int argc, char **argv) {
-  if (argc < 4 || (!strcmp(argv[1], "client") && argc < 5)) {
-    fprintf(stderr, "usage: %s server DIR GID_INDEX [range|unmapped] | client DIR GID_INDEX dereg|flush|range|unmap\n", argv[0]);
+  int server, gid_index;
+  const char *dir;
+  if (side_args(argc, argv, "server DIR GID_INDEX [range|unmapped] | client DIR GID_INDEX dereg|flush|range|unmap",
+                &server, &dir, &gid_index))
     return 2;
-  }
-  setvbuf(stdout, NULL, _IOLBF, 0);
-  const int server = !strcmp(argv[1], "server");
-  const char *dir = argv[2];
-  const int gid_index = atoi(argv[3]);
   struct rc_host h;
   if (open_rc_host(&h, 4, LEN, IBV_ACCESS_REMOTE_WRITE)) return 3;
   struct ibv_context *ctx = h.ctx;
@@ -89,14 +86,8 @@ int main(int argc, char **argv) {
   const int unmapped = server && argc > 4 && !strcmp(argv[4], "unmapped");
   if (unmapped) munmap(buf, LEN); /* still registered: the MR holds its pages */
   if (server) {
-    struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = 16, .lkey = mr->lkey};
-    struct ibv_recv_wr rwr = {.sg_list = &sge, .num_sge = 1}, *bad;
-    if (ibv_post_recv(qp, &rwr, &bad)) return 3;
-    printf("ready\n");
-    if (wait_wc(cq, &wc, 60) || wc.status != IBV_WC_SUCCESS) {
-      fprintf(stderr, "no SEND from the client\n");
-      return 1;
-    }
+    const int waited = await_peer(&h, buf);
+    if (waited) return waited;
     if (unmapped) {
       printf("survived\n");
       return 0;

@@ -1,12 +1,14 @@
 /* The two sides of an RC connection between two hosts, for the e2e tools
  * written against <infiniband/verbs.h> only (rc_buffer_tool.c,
  * read_depth_tool.c): each side writes its QPN, PSN, rkey, buffer address
- * and GID to DIR/<who> and reads the other's, then connects its QP. */
+ * and GID to DIR/<who> and reads the other's, then connects its QP; the
+ * client says it is done with a SEND (tell_peer, await_peer). */
 #pragma once
 
 #include <infiniband/verbs.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -111,6 +113,23 @@ struct rc_host {
   struct ibv_mr *mr;
 };
 
+/* The arguments every side takes, "server DIR GID_INDEX ..." or "client DIR
+ * GID_INDEX ARG ...", into *server, *dir and *gid_index (stdout then line
+ * buffered: the test reads it as it goes). 0, or 2 having printed
+ * `usage` (what follows the program's name). */
+static inline int side_args(int argc, char **argv, const char *usage, int *server, const char **dir,
+                            int *gid_index) {
+  if (argc < 4 || (!strcmp(argv[1], "client") && argc < 5)) {
+    fprintf(stderr, "usage: %s %s\n", argv[0], usage);
+    return 2;
+  }
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  *server = !strcmp(argv[1], "server");
+  *dir = argv[2];
+  *gid_index = atoi(argv[3]);
+  return 0;
+}
+
 /* 0, or -1 having said what failed. */
 static inline int open_rc_host(struct rc_host *h, uint32_t max_send_wr, size_t bytes, unsigned access) {
   memset(h, 0, sizeof *h);
@@ -147,6 +166,26 @@ static inline int meet_peer(struct rc_host *h, const char *dir, int server, int 
       connect_qp(h->ctx, h->qp, gid_index, &me, peer, access, rd_atomic)) {
     fprintf(stderr, "cannot connect\n");
     return -1;
+  }
+  return 0;
+}
+
+/* The server's end of tell_peer: a receive into `at` (16 bytes of the
+ * MR), "ready" on stdout (the test starts the client then), and the SEND
+ * waited for, up to 60 s. 0 once it came; else the tools' exit status,
+ * having said why: 3 (no receive could be posted) or 1 (no SEND came). */
+static inline int await_peer(struct rc_host *h, uint8_t *at) {
+  struct ibv_sge sge = {.addr = (uintptr_t)at, .length = 16, .lkey = h->mr->lkey};
+  struct ibv_recv_wr rwr = {.sg_list = &sge, .num_sge = 1}, *bad;
+  if (ibv_post_recv(h->qp, &rwr, &bad)) {
+    fprintf(stderr, "ibv_post_recv failed\n");
+    return 3;
+  }
+  printf("ready\n");
+  struct ibv_wc wc;
+  if (wait_wc(h->cq, &wc, 60) || wc.status != IBV_WC_SUCCESS) {
+    fprintf(stderr, "no SEND from the client\n");
+    return 1;
   }
   return 0;
 }

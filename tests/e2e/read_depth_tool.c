@@ -35,14 +35,9 @@
 static uint8_t pattern(size_t i) { return (uint8_t)((i * 7 + 3) & 0xff); }
 
 int main(int argc, char **argv) {
-  if (argc < 4 || (!strcmp(argv[1], "client") && argc < 5)) {
-    fprintf(stderr, "usage: %s server DIR GID_INDEX | client DIR GID_INDEX DEPTH\n", argv[0]);
-    return 2;
-  }
-  setvbuf(stdout, NULL, _IOLBF, 0);
-  const int server = !strcmp(argv[1], "server");
-  const char *dir = argv[2];
-  const int gid_index = atoi(argv[3]);
+  int server, gid_index;
+  const char *dir;
+  if (side_args(argc, argv, "server DIR GID_INDEX | client DIR GID_INDEX DEPTH", &server, &dir, &gid_index)) return 2;
   const int depth = server ? 16 : atoi(argv[4]);
   const unsigned remote = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
   struct rc_host h;
@@ -59,14 +54,8 @@ int main(int argc, char **argv) {
   if (meet_peer(&h, dir, server, gid_index, 0x2345, &peer, remote, (uint8_t)depth)) return 3;
   struct ibv_wc wc;
   if (server) {
-    struct ibv_sge sge = {.addr = (uintptr_t)(buf + LEN + 128), .length = 16, .lkey = mr->lkey};
-    struct ibv_recv_wr rwr = {.sg_list = &sge, .num_sge = 1}, *bad;
-    if (ibv_post_recv(qp, &rwr, &bad)) return 3;
-    printf("ready\n");
-    if (wait_wc(cq, &wc, 60) || wc.status != IBV_WC_SUCCESS) {
-      fprintf(stderr, "no SEND from the client\n");
-      return 1;
-    }
+    const int waited = await_peer(&h, buf + LEN + 128);
+    if (waited) return waited;
     const uint64_t fenced = *(uint64_t *)(buf + FENCED_AT), counter = *(uint64_t *)(buf + COUNTER_AT);
     if (fenced != FENCED || counter != 1000 + READS) {
       printf("fenced WRITE %#llx, counter %llu (expected %#llx, %u)\n", (unsigned long long)fenced,
