@@ -16,6 +16,7 @@
 #include "core/async_events.h"
 #include "core/check.h"
 #include "core/check_buffers.h"
+#include "core/deferred_sends.h"
 #include "core/device_profile.h"
 #include "core/faults.h"
 #include "core/trace.h"
@@ -749,6 +750,7 @@ template <bool kFaults>
     if (const faults::PostFault f = faults::post_fault(qp->qp_base.qp_num, /*recv=*/false); f != faults::PostFault::kNone)
       inject_post_fault(qp, f);
   }
+  DeferSends after_unlock;  // (declared first: its end, which sends, comes after sq_mu's)
   std::lock_guard g(qp->sq_mu);
   absorb_remote_error_locked(qp);
   ibv_qp_state st = qp->state();

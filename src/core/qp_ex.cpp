@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/deferred_sends.h"
 #include "core/faults.h"
 #include "core/trace.h"
 #include "core/mr.h"
@@ -31,6 +32,7 @@ void wr_start(ibv_qp_ex* q) {
 // An entry point from C (the inline ibv_wr_complete): nothing escapes it,
 // and sq_mu is let go whatever happens (util/c_boundary.h).
 int wr_complete(ibv_qp_ex* q) {
+  DeferSends after_unlock;  // (its end, which sends, comes after sq_mu's unlock below)
   Qp* qp = qp_of(q);
   int rc = qp->batch_error;
   if (!rc) {

@@ -5,6 +5,7 @@
 
 #include "core/context.h"
 #include "core/ib_timers.h"
+#include "core/deferred_sends.h"
 #include "core/device_profile.h"
 #include "core/faults.h"
 #include "core/trace.h"
@@ -596,6 +597,7 @@ void run_send_queue_locked(Qp* qp) {
 }
 
 void answer_from_network(Qp* qp, uint64_t pos, Response r) {
+  DeferSends after_unlock;  // (what the queue sends next leaves once sq_mu is let go)
   std::lock_guard g(qp->sq_mu);
   if (!qp->on_network() || qp->sq_exec != pos) return;  // flushed or reset meanwhile
   // (An RNR NAK never comes back from the network: the engine waits it
@@ -611,6 +613,7 @@ void answer_from_network(Qp* qp, uint64_t pos, Response r) {
 }
 
 void resume_send_queue(Qp* qp) {
+  DeferSends after_unlock;
   std::lock_guard g(qp->sq_mu);
   qp->scheduled = false;
   run_send_queue_locked(qp);

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/deferred_sends.h"
 #include "core/message.h"
 #include "shm/host.h"
 #include "core/transport.h"
@@ -308,6 +309,8 @@ class Engine {
   // outside mu: the other thread (network thread or application) goes on
   // handling packets or posting meanwhile.
   void unlock_and_send(std::unique_lock<BriefSpinMutex>& held);
+  // What unlock_and_send left for a DeferSends scope's end (core/deferred_sends.h).
+  static void send_deferred(void* engine);
   Counters counters;
 
   // A packet for a QP of this end (the port routed the rest elsewhere),

@@ -98,6 +98,14 @@ void Engine::send_full(Outgoing& o) {
 }
 
 void Engine::unlock_and_send(std::unique_lock<BriefSpinMutex>& held) {
+  // Under a QP's send queue lock (a post, an answer handed to its
+  // requester): sent at the scope's end, the lock let go
+  // (core/deferred_sends.h).
+  if ((!out_[kRequests].building.datagrams.empty() || !out_[kAnswers].building.datagrams.empty()) &&
+      defer_sends(&Engine::send_deferred, this)) {
+    held.unlock();
+    return;
+  }
   bool taken[2] = {false, false};
   for (int s = 0; s < 2; ++s) {
     if (out_[s].building.datagrams.empty()) continue;
@@ -137,6 +145,10 @@ void Engine::unlock_and_send(std::unique_lock<BriefSpinMutex>& held) {
     b.clear();
     out_[s].order_mu.unlock();
   }
+}
+
+void Engine::send_deferred(void* engine) {
+  EngineLock g(*static_cast<Engine*>(engine));  // (its release sends them)
 }
 
 void Engine::send_held_answers() {
@@ -202,6 +214,9 @@ void Engine::hand_over_answers() {
     std::lock_guard g(mu);
     if (answers.empty()) return;
   }
+  // What the requesters send next, answered, leaves in one batch once
+  // call_mu is let go (core/deferred_sends.h).
+  DeferSends after_unlock;
   std::lock_guard c(call_mu);
   PrivateVector<Answer> todo;
   {

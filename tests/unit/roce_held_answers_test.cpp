@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <thread>
 
 #include "fake_roce_net.h"
 
@@ -205,6 +206,43 @@ TEST(RoceHeldAnswers, TheNetworkThreadHoldsNothing) {
   EXPECT_TRUE(is_ack(p.b.wire.sends[0][0]));
   EXPECT_FALSE(p.b.engine.answers_held.load());
   EXPECT_EQ(p.b.count(kAnswersAlone), 1u);  // a second trip, which softverbs-stat shows
+}
+
+// In a DeferSends scope (a post under its QP's send queue lock), the
+// engine's packets wait for the scope's end: the system call comes after
+// the lock is let go (core/deferred_sends.h), so the network thread,
+// handing that QP its ACKs, does not wait out a sendmmsg.
+TEST(RoceDeferredSends, PostsInAScopeLeaveAtItsEndInOneSend) {
+  PingPong p;
+  p.b.application_drains = false;  // (B answers at once: A's probes would say a loss)
+  {
+    DeferSends scope;
+    for (int i = 0; i < 3; ++i) p.post(p.a, IBV_WR_SEND);
+    EXPECT_TRUE(p.a.wire.sends.empty());
+  }
+  ASSERT_EQ(p.a.wire.sends.size(), 1u);
+  EXPECT_EQ(p.a.wire.sends[0].size(), 3u);
+  ASSERT_TRUE(p.net.run_until([&] { return p.a.completions.size() == 3; }));
+  for (const Answer& a : p.a.completions) EXPECT_EQ(a.response.outcome, Outcome::kAck);
+  EXPECT_EQ(p.a.count(kRetransmits) + p.a.count(kProbes), 0u);
+}
+
+TEST(RoceDeferredSends, AnotherThreadTakingTheLockSendsThem) {
+  PingPong p;
+  {
+    DeferSends scope;
+    p.post(p.a, IBV_WR_SEND);
+    std::thread([&] { EngineLock g(p.a.engine); }).join();  // the network thread, handling a packet
+    ASSERT_EQ(p.a.wire.sends.size(), 1u);
+  }
+  EXPECT_EQ(p.a.wire.sends.size(), 1u);  // nothing left for the scope's end
+  ASSERT_TRUE(p.net.run_until([&] { return p.a.completions.size() == 1; }));
+}
+
+TEST(RoceDeferredSends, WithoutAScopeEachPostSendsAtOnce) {
+  PingPong p;
+  for (int i = 0; i < 3; ++i) p.post(p.a, IBV_WR_SEND);
+  EXPECT_EQ(p.a.wire.sends.size(), 3u);
 }
 
 }  // namespace
