@@ -65,9 +65,16 @@ roce_netns_test(ib_atomic_lat_drop3 --drop 3 perftest ib_atomic_lat -n 200)
 # The rest of the reliable tools under the same loss: the SRQ ping-pong (data
 # only, as rc_pingpong_drop3), the other latency tools, atomics in flight.
 roce_netns_test(srq_pingpong_drop3 --drop-data 3 pingpong ibv_srq_pingpong -n 200 -q 4 -s 10000 -c)
-foreach(tool send_lat write_lat read_lat atomic_bw)
+foreach(tool send_lat write_lat read_lat)
   roce_netns_test(ib_${tool}_drop3 --drop 3 perftest ib_${tool} -n 200)
 endforeach()
+# The loss rule drops 3% of what passes nftables' output hook: a GSO send of
+# many packets is one there. Atomics answered together leave together (a
+# QP's next ones are posted as the answers are handed over, and sent in one
+# batch: core/deferred_sends.h), about 7 a send: 200 of them were ~50 sends
+# of both sides, and 22% of runs lost none (the test then fails: recovery
+# untested). 5000 make ~700.
+roce_netns_test(ib_atomic_bw_drop3 --drop 3 perftest ib_atomic_bw -n 5000)
 # RNR over the network: the server keeps one receive posted, so most SENDs
 # find none; the requester's engine waits each RNR NAK out and sends again
 # (perftest's rnr_retry 7: forever), and every message arrives.
