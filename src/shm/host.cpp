@@ -17,16 +17,18 @@ namespace sv::shm {
 namespace {
 
 std::mutex g_attach_mu;
-Host* g_host = nullptr;
+// Set once under g_attach_mu (and forgotten in a fork()ed child); read
+// without it: every packet the RoCE engine takes asks for it twice.
+std::atomic<Host*> g_host{nullptr};
 std::atomic<uint32_t> g_fork_generation{0};
 
 void before_fork() {
   g_attach_mu.lock();
-  if (g_host) g_host->overlays().prepare_fork();
+  if (Host* h = g_host.load(std::memory_order_relaxed)) h->overlays().prepare_fork();
 }
 
 void after_fork_in_parent() {
-  if (g_host) g_host->overlays().parent_after_fork();
+  if (Host* h = g_host.load(std::memory_order_relaxed)) h->overlays().parent_after_fork();
   g_attach_mu.unlock();
 }
 
@@ -39,8 +41,8 @@ void forget_host_in_child() {
   // The parent's Host (whose overlay lock the parent holds) is abandoned;
   // its connection to the host service, which holds the parent's lease,
   // is closed here (the child gets its own slot and lease).
-  if (g_host && g_host->service()) g_host->service()->abandon();
-  g_host = nullptr;
+  if (Host* h = g_host.load(std::memory_order_relaxed); h && h->service()) h->service()->abandon();
+  g_host.store(nullptr, std::memory_order_relaxed);
   g_joined_registry.store(nullptr, std::memory_order_relaxed);  // (not mapped in a child: MADV_DONTFORK)
   new (&g_attach_mu) std::mutex;
   keeper_forget_after_fork();
@@ -69,8 +71,9 @@ Host::Host(Registry* r, Arena* a, uint32_t slot, uint32_t incarnation, std::uniq
       peers_(*r, *a, slot) {}
 
 Host* Host::get() {
+  if (Host* h = g_host.load(std::memory_order_acquire)) return h;
   std::lock_guard g(g_attach_mu);
-  if (g_host) return g_host;
+  if (Host* h = g_host.load(std::memory_order_relaxed)) return h;
   Registry* reg = Registry::open_or_create();
   if (!reg) return nullptr;
   Arena* arena = Arena::create(knobs().arena_bytes);
@@ -148,9 +151,10 @@ Host* Host::get() {
   arena->header()->slot = slot;
   arena->header()->incarnation = inc;
   SV_DEBUG("attached to %s as slot %u%s", reg->path().c_str(), slot, service ? ", leased from the host service" : "");
-  g_host = new Host(reg, arena, slot, inc, std::move(service));
+  Host* const h = new Host(reg, arena, slot, inc, std::move(service));
   g_joined_registry.store(reg->header(), std::memory_order_relaxed);
-  return g_host;
+  g_host.store(h, std::memory_order_release);
+  return h;
 }
 
 HostService* Host::adopt_service(std::unique_ptr<HostService> s) {

@@ -17,6 +17,7 @@
 #include "transport/roce_engine.h"
 #include "transport/roce_inbound.h"
 #include "transport/roce_verdict.h"
+#include "util/knobs.h"
 #include "util/log.h"
 
 namespace sv::roce {
@@ -29,7 +30,10 @@ Destination source_of(const PacketAddrs& from) {
   std::memcpy(d.dgid.raw, &from.dst, 16);
   d.traffic_class = from.traffic_class;
   d.hop_limit = from.hop_limit;
-  d.slid = lid_of_gid(d.sgid, {}, 0);  // InfiniBand mode: another host's LID is its address's (core/lid.h)
+  // InfiniBand mode: another host's LID is its address's (core/lid.h).
+  // (Only there: on Ethernet a completion has no SLID, and this runs for
+  // every packet a responder takes.)
+  if (knobs().infiniband) d.slid = lid_of_gid(d.sgid, {}, 0);
   return d;
 }
 
