@@ -67,11 +67,10 @@ uint32_t id_bit_delta(unsigned b, uLong follow_op) {
   return static_cast<uint32_t>(crc32_combine_op(kBitCrcs[b], 0, follow_op));
 }
 
-// The 16 ID-bit deltas for packets of `ip_len` bytes, and a reduced basis
-// of their span.
+// What the 16 ID bits change in the ICRC of packets of `ip_len` bytes: a
+// reduced basis of their span, and the change of each 4-bit digit.
 struct IdDeltas {
   size_t ip_len = 0;
-  uint32_t delta[16] = {};
   uint32_t basis[32] = {};  // basis[i]: a reduced vector whose top bit is i
   // The change each 4-bit digit of an ID makes: four loads for a packet
   // sent (set_icrc_ip_id), where a loop over the 16 bits was ~100
@@ -101,9 +100,10 @@ const IdDeltas& id_deltas(size_t ip_len) {
   d = IdDeltas{};
   d.ip_len = ip_len;
   const uLong follow_op = crc32_combine_gen64(static_cast<z_off64_t>(ip_len - kIpIdOffset - 2));
+  uint32_t delta[16];  // what each ID bit changes
   for (unsigned b = 0; b < 16; ++b) {
-    d.delta[b] = id_bit_delta(b, follow_op);
-    uint32_t v = d.delta[b];
+    delta[b] = id_bit_delta(b, follow_op);
+    uint32_t v = delta[b];
     for (int i = 31; i >= 0 && v; --i) {
       if (!(v >> i & 1)) continue;
       if (!d.basis[i]) {
@@ -116,7 +116,7 @@ const IdDeltas& id_deltas(size_t ip_len) {
   }
   for (unsigned digit = 0; digit < 4; ++digit)
     for (unsigned x = 1; x < 16; ++x)  // (x's lowest bit, added to x without it)
-      d.nibble[digit][x] = d.nibble[digit][x & (x - 1)] ^ d.delta[4 * digit + static_cast<unsigned>(__builtin_ctz(x))];
+      d.nibble[digit][x] = d.nibble[digit][x & (x - 1)] ^ delta[4 * digit + static_cast<unsigned>(__builtin_ctz(x))];
   return d;
 }
 
