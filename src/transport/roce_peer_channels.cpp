@@ -142,6 +142,11 @@ void PeerChannels::forget_dead_peers() {
   }
 }
 
+void PeerChannels::forget_unanswered_asks() {
+  for (uint32_t p = 1; p < shm::kMaxProcs; ++p)
+    if (!channels_[p].load(std::memory_order_acquire)) asked_[p].store(false, std::memory_order_relaxed);
+}
+
 void PeerChannels::drop_in_child() {
   // (The rings stay mapped in the child: another thread of the parent may
   // have been in them; only our pointers and the bells go.)

@@ -75,6 +75,9 @@ class PeerChannels : public PrivateHeapObject {
   // Channels whose peer process is gone (no service told us: it was away)
   // are closed. Under rx_mu.
   void forget_dead_peers();
+  // Rings asked of a service that is gone, and never made: to be asked of
+  // the next one (note_asked is true again). Under rx_mu.
+  void forget_unanswered_asks();
   // A fork()ed child has none of these (the rings are the parent's).
   void drop_in_child();
 

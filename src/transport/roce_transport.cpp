@@ -465,6 +465,7 @@ void rejoin_service(Nic& n) {
     n.port.attestation.store(svc->attestation(), std::memory_order_release);
     n.port.own_slot.store(n.slot, std::memory_order_relaxed);
     n.port.channels.forget_dead_peers();  // (those that ended while no service could tell us)
+    n.port.channels.forget_unanswered_asks();  // (the service that was asked is gone)
     n.port.service.store(svc, std::memory_order_release);
     n.receivers_changed();
   }

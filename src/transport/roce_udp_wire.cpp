@@ -81,8 +81,10 @@ void UdpWire::send_now(OutDatagram* d, size_t count) {
       continue;
     }
     if (!channels.put(peer, d[i], sock.source_port(d[i].dst))) {
-      if (channels.note_asked(peer))
-        if (shm::HostService* svc = service.load(std::memory_order_acquire)) svc->request_channel(peer);
+      // (Asked only of a service that is there: one asked while none was
+      // would never be asked again.)
+      if (shm::HostService* svc = service.load(std::memory_order_acquire); svc && channels.note_asked(peer))
+        svc->request_channel(peer);
       seal(d[i]);
       continue;  // by UDP until the rings come
     }

@@ -61,7 +61,9 @@ check_pairs() {  # NAME...: each pair's exit, and its bandwidth line
     i=$((i + 2))
     echo "--- $name: server exit $src, client exit $crc"
     grep -hE "^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+" "$out/$name.client" | head -1
-    ((src == 0 && crc == 0)) || { echo "FAIL: $name did not survive"; tail -n 4 "$out/$name.server" "$out/$name.client"; fail=1; }
+    # (Whole files: perftest's errors go to stderr, unbuffered, so they come
+    # before the stdout it buffered into the file.)
+    ((src == 0 && crc == 0)) || { echo "FAIL: $name did not survive"; tail -n 40 "$out/$name.server" "$out/$name.client"; fail=1; }
   done
   pair_pids=()
 }
@@ -90,7 +92,7 @@ rping_s=$((($(date +%s%N) - rping_start) / 1000000000))
 wait $rping_server; src=$?
 echo "--- rping across the restart: server exit $src, client exit $crc, after $rping_s s"
 ((rping_s >= 4)) || { echo "FAIL: rping ended before the new service came: the test proves nothing"; fail=1; }
-((src == 0 && crc == 0)) || { echo "FAIL: rping did not survive the restart"; tail -n 4 "$out/rping.server" "$out/rping.client"; fail=1; }
+((src == 0 && crc == 0)) || { echo "FAIL: rping did not survive the restart"; tail -n 40 "$out/rping.server" "$out/rping.client"; fail=1; }
 rejoined=$(grep -c "rejoined with slot" "$out/hostd.2.$a")
 echo "$rejoined processes joined A's new service with their slots"
 ((rejoined >= 4)) || { echo "FAIL: the processes did not join the new service"; cat "$out/hostd.2.$a"; fail=1; }

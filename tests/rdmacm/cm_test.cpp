@@ -25,6 +25,10 @@
 
 namespace {
 
+// Ports that nobody listens on, for the tests of what a request to such a
+// port gets. Listeners bind port 0, a port the CM picks (32768-60999): the
+// ASan and the TSan builds of this binary run side by side in CI, and a
+// listening port both chose would put one's client in the other's listener.
 std::atomic<uint16_t> next_port{static_cast<uint16_t>(21000 + (getpid() % 2000) * 4)};
 
 sockaddr_in loopback(uint16_t port) {
@@ -91,11 +95,13 @@ void attach_device(rdma_event_channel* ch, rdma_cm_id* id) {
 struct Listener {
   rdma_event_channel* ch = rdma_create_event_channel();
   rdma_cm_id* id = nullptr;
-  uint16_t port = next_port++;
+  uint16_t port = 0;
   explicit Listener(rdma_port_space ps = RDMA_PS_TCP) {
     EXPECT_EQ(rdma_create_id(ch, &id, nullptr, ps), 0);
-    sockaddr_in addr = loopback(port);
+    sockaddr_in addr = loopback(0);
     EXPECT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&addr)), 0);
+    port = ntohs(rdma_get_src_port(id));
+    EXPECT_NE(port, 0);
     EXPECT_EQ(rdma_listen(id, 8), 0);
   }
   ~Listener() {
@@ -725,11 +731,10 @@ TEST(CmConnect, Ipv6LoopbackReachesADualStackListener) {
   rdma_event_channel* ch = rdma_create_event_channel();
   rdma_cm_id* listen_id = nullptr;
   ASSERT_EQ(rdma_create_id(ch, &listen_id, nullptr, RDMA_PS_TCP), 0);
-  const uint16_t port = next_port++;
   sockaddr_in6 any{};
   any.sin6_family = AF_INET6;
-  any.sin6_port = htons(port);
   ASSERT_EQ(rdma_bind_addr(listen_id, reinterpret_cast<sockaddr*>(&any)), 0);
+  const uint16_t port = ntohs(rdma_get_src_port(listen_id));
   ASSERT_EQ(rdma_listen(listen_id, 4), 0);
 
   rdma_event_channel* cch = rdma_create_event_channel();
@@ -767,17 +772,17 @@ TEST(CmConnect, Ipv6LoopbackReachesADualStackListener) {
 }
 
 TEST(CmEndpoint, SynchronousCreateEpGetRequestAcceptConnect) {
-  const std::string port = std::to_string(next_port++);
   rdma_addrinfo hints{};
   hints.ai_flags = RAI_PASSIVE;
   hints.ai_port_space = RDMA_PS_TCP;
   rdma_addrinfo* res = nullptr;
-  ASSERT_EQ(rdma_getaddrinfo("127.0.0.1", port.c_str(), &hints, &res), 0);
+  ASSERT_EQ(rdma_getaddrinfo("127.0.0.1", "0", &hints, &res), 0);
   ibv_qp_init_attr attr = small_qp();
   attr.sq_sig_all = 1;
   rdma_cm_id* listen_id = nullptr;
   ASSERT_EQ(rdma_create_ep(&listen_id, res, nullptr, &attr), 0);
   rdma_freeaddrinfo(res);
+  const std::string port = std::to_string(ntohs(rdma_get_src_port(listen_id)));
   ASSERT_EQ(rdma_listen(listen_id, 1), 0);
 
   std::thread server([&] {

@@ -24,8 +24,6 @@
 
 namespace {
 
-std::atomic<uint16_t> next_port{static_cast<uint16_t>(25000 + (getpid() % 1000) * 8)};
-
 sockaddr_in loopback(uint16_t port) {
   sockaddr_in sin{};
   sin.sin_family = AF_INET;
@@ -34,13 +32,26 @@ sockaddr_in loopback(uint16_t port) {
   return sin;
 }
 
-int listening_socket(uint16_t port) {
+// Binds `fd` to a loopback port the CM picks (port 0), the way servers that
+// tell their clients the port do; returns that port. (Not ports of our own
+// choosing: the ASan and the TSan builds of this binary run side by side in
+// CI, and a port both chose would put one's client in the other's listener.)
+uint16_t bind_any_port(int fd) {
+  sockaddr_in addr = loopback(0);
+  EXPECT_EQ(rbind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << strerror(errno);
+  socklen_t len = sizeof addr;
+  EXPECT_EQ(rgetsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0) << strerror(errno);
+  EXPECT_NE(addr.sin_port, 0);
+  return ntohs(addr.sin_port);
+}
+
+// A listening stream socket on a loopback port; *port: which.
+int listening_socket(uint16_t* port) {
   int fd = rsocket(AF_INET, SOCK_STREAM, 0);
   EXPECT_GE(fd, 0);
   int one = 1;
   EXPECT_EQ(rsetsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one), 0);
-  sockaddr_in addr = loopback(port);
-  EXPECT_EQ(rbind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << strerror(errno);
+  *port = bind_any_port(fd);
   EXPECT_EQ(rlisten(fd, 4), 0) << strerror(errno);
   return fd;
 }
@@ -51,8 +62,8 @@ struct Pair {
   int server = -1;
   int listener = -1;
   Pair() {
-    const uint16_t port = next_port++;
-    listener = listening_socket(port);
+    uint16_t port;
+    listener = listening_socket(&port);
     auto accepted =
         std::async(std::launch::async, [this] { return raccept(listener, nullptr, nullptr); });
     client = rsocket(AF_INET, SOCK_STREAM, 0);
@@ -97,16 +108,19 @@ TEST(Rsockets, UnsupportedKindsAreRefused) {
 }
 
 TEST(Rsockets, ConnectWithoutListenerIsRefused) {
+  // (A port that is bound, by us, but has no listener: nobody else's.)
+  int bound = rsocket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr = loopback(bind_any_port(bound));
   int fd = rsocket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr = loopback(next_port++);
   EXPECT_EQ(rconnect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), -1);
   EXPECT_EQ(errno, ECONNREFUSED);
   rclose(fd);
+  rclose(bound);
 }
 
 TEST(Rsockets, NonBlockingConnectCompletesThroughRpoll) {
-  const uint16_t port = next_port++;
-  int listener = listening_socket(port);
+  uint16_t port;
+  int listener = listening_socket(&port);
   int fd = rsocket(AF_INET, SOCK_STREAM, 0);
   ASSERT_EQ(rfcntl(fd, F_SETFL, O_NONBLOCK), 0);
   EXPECT_EQ(rfcntl(fd, F_GETFL), O_NONBLOCK);
@@ -134,8 +148,8 @@ TEST(Rsockets, NonBlockingConnectCompletesThroughRpoll) {
 }
 
 TEST(Rsockets, NonBlockingAcceptAndReceiveSayEagain) {
-  const uint16_t port = next_port++;
-  int listener = listening_socket(port);
+  uint16_t port;
+  int listener = listening_socket(&port);
   ASSERT_EQ(rfcntl(listener, F_SETFL, O_NONBLOCK), 0);
   EXPECT_EQ(raccept(listener, nullptr, nullptr), -1);
   EXPECT_EQ(errno, EAGAIN);
@@ -166,7 +180,6 @@ TEST(Rsockets, BytesArriveInOrderAcrossTheRing) {
 }
 
 TEST(Rsockets, SmallBuffersAndQueuesStillCarryEverything) {
-  const uint16_t port = next_port++;
   int listener = rsocket(AF_INET, SOCK_STREAM, 0);
   int small = 4096, q = 16, zero = 0;
   EXPECT_EQ(rsetsockopt(listener, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), 0);
@@ -174,8 +187,7 @@ TEST(Rsockets, SmallBuffersAndQueuesStillCarryEverything) {
   EXPECT_EQ(rsetsockopt(listener, SOL_RDMA, RDMA_SQSIZE, &q, sizeof q), 0);
   EXPECT_EQ(rsetsockopt(listener, SOL_RDMA, RDMA_RQSIZE, &q, sizeof q), 0);
   EXPECT_EQ(rsetsockopt(listener, SOL_RDMA, RDMA_INLINE, &zero, sizeof zero), 0);
-  sockaddr_in addr = loopback(port);
-  ASSERT_EQ(rbind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  sockaddr_in addr = loopback(bind_any_port(listener));
   ASSERT_EQ(rlisten(listener, 1), 0);
   auto accepted =
       std::async(std::launch::async, [&] { return raccept(listener, nullptr, nullptr); });
@@ -286,8 +298,8 @@ TEST(Rsockets, ClosedPeerGivesEndOfStreamThenEpipe) {
 // returned 0 (about one round in 25 before the fix, none after).
 TEST(Rsockets, EndOfStreamNeverOvertakesTheLastBytes) {
   constexpr int kRounds = 300;
-  const uint16_t port = next_port++;  // one listener for every round
-  int listener = listening_socket(port);
+  uint16_t port;  // one listener for every round
+  int listener = listening_socket(&port);
   sockaddr_in addr = loopback(port);
   int lost = 0;
   for (int round = 0; round < kRounds; ++round) {
@@ -315,8 +327,8 @@ TEST(Rsockets, EndOfStreamNeverOvertakesTheLastBytes) {
 
 TEST(Rsockets, PeerProcessThatDiesEndsTheStream) {
   SV_SKIP_IF_FORK_UNSUPPORTED();
-  const uint16_t port = next_port++;
-  int listener = listening_socket(port);
+  uint16_t port;
+  int listener = listening_socket(&port);
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -347,8 +359,8 @@ TEST(Rsockets, PeerProcessThatDiesEndsTheStream) {
 
 TEST(Rsockets, ManyConnectionsServedThroughOneRpoll) {
   constexpr int kClients = 6;
-  const uint16_t port = next_port++;
-  int listener = listening_socket(port);
+  uint16_t port;
+  int listener = listening_socket(&port);
   std::vector<std::future<bool>> clients;
   for (int c = 0; c < kClients; ++c) {
     clients.push_back(std::async(std::launch::async, [port, c] {
@@ -449,12 +461,10 @@ TEST(Rsockets, NamesAndOptions) {
 }
 
 TEST(Rsockets, RiowritePlacesBytesInTheMappedBuffer) {
-  const uint16_t port = next_port++;
   int listener = rsocket(AF_INET, SOCK_STREAM, 0);
   int slots = 2;
   EXPECT_EQ(rsetsockopt(listener, SOL_RDMA, RDMA_IOMAPSIZE, &slots, sizeof slots), 0);
-  sockaddr_in addr = loopback(port);
-  ASSERT_EQ(rbind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  sockaddr_in addr = loopback(bind_any_port(listener));
   ASSERT_EQ(rlisten(listener, 1), 0);
   auto accepted =
       std::async(std::launch::async, [&] { return raccept(listener, nullptr, nullptr); });
@@ -497,13 +507,11 @@ TEST(Rsockets, RiowritePlacesBytesInTheMappedBuffer) {
 }
 
 TEST(Rsockets, DatagramsBothWaysWithAddresses) {
-  const uint16_t port = next_port++;
   int a = rsocket(AF_INET, SOCK_DGRAM, 0);
   int b = rsocket(AF_INET, SOCK_DGRAM, 0);
   ASSERT_GE(a, 0);
   ASSERT_GE(b, 0);
-  sockaddr_in addr = loopback(port);
-  ASSERT_EQ(rbind(a, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << strerror(errno);
+  sockaddr_in addr = loopback(bind_any_port(a));
   char buf[64] = {};
   sockaddr_in from{};
   socklen_t len = sizeof from;
@@ -537,10 +545,8 @@ TEST(Rsockets, DatagramsBothWaysWithAddresses) {
 }
 
 TEST(Rsockets, ConnectedDatagramSocketUsesSendAndRecv) {
-  const uint16_t port = next_port++;
   int server = rsocket(AF_INET, SOCK_DGRAM, 0);
-  sockaddr_in addr = loopback(port);
-  ASSERT_EQ(rbind(server, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  sockaddr_in addr = loopback(bind_any_port(server));
   int client = rsocket(AF_INET, SOCK_DGRAM, 0);
   ASSERT_EQ(rconnect(client, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   EXPECT_EQ(rsend(client, "one", 4, 0), 4);
