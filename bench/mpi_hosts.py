@@ -15,6 +15,8 @@ every configuration of a round sees the same machine:
   UCX tcp          Open MPI, pml ucx, UCX_TLS=tcp,self (UCX's TCP transport)
   MPICH softverbs  MPICH 4.0 (ch4:ucx), UCX_TLS=rc_verbs,ud_verbs,self (softverbs-run)
   MPICH UCX tcp    MPICH, UCX_TLS=tcp,self
+  softverbs 4X EDR as softverbs, the port at 4X EDR whatever its link
+                   (bench/profiles/4x_edr.profile), only when --configs names it
 
 The two hosts are network namespaces on a veth pair (MTU 1500, or --mtu),
 each end named mpi0 in its namespace (UCX's tcp transport is told the
@@ -56,9 +58,14 @@ CONFIGS = {
     "UCX tcp": ("openmpi", OMPI_UCX + ["--mca", "pml_ucx_tls", "any"], UCX_TCP, False),
     "MPICH softverbs": ("mpich", [], SV, True),
     "MPICH UCX tcp": ("mpich", [], UCX_TCP, False),
+    # (The port's rate decides UCX's protocols: docs/profiles.md, "The port's rate".)
+    "softverbs 4X EDR": ("openmpi", OMPI_UCX, SV + [f"SOFTVERBS_PROFILE={ROOT}/bench/profiles/4x_edr.profile"], True),
 }
+# Run only when --configs names them.
+OPT_IN = {"softverbs 4X EDR"}
 # Each table's columns: ours against whom.
-PAIRS = [("softverbs", "btl tcp"), ("softverbs", "UCX tcp"), ("MPICH softverbs", "MPICH UCX tcp")]
+PAIRS = [("softverbs", "btl tcp"), ("softverbs", "UCX tcp"), ("MPICH softverbs", "MPICH UCX tcp"),
+         ("softverbs", "softverbs 4X EDR")]
 # Figures where more is better (the rest are times).
 HIGHER_IS_BETTER = {"bw"}
 
@@ -183,7 +190,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="fewer iterations, smaller kernels")
     ap.add_argument("--ranks", default="2,4")
-    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--configs", default=",".join(c for c in CONFIGS if c not in OPT_IN))
     ap.add_argument("--mtu", type=int, default=1500)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
@@ -211,7 +218,8 @@ def main():
         f.write(report)
     with open(os.path.join(args.out, "mpi_hosts_results.json"), "w") as f:
         json.dump({" | ".join(map(str, k)): v for k, v in samples.items()}, f, indent=1)
-    plot(os.path.join(args.out, "mpi_hosts_speed.png"), rank_counts, samples)
+    if "softverbs" in configs and "btl tcp" in configs:  # (the plot is one against the other)
+        plot(os.path.join(args.out, "mpi_hosts_speed.png"), rank_counts, samples)
     print(report)
     if args.update_readme:
         update_readme(os.path.join(ROOT, "README.md"), BEGIN, END, report)

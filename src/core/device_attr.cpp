@@ -125,9 +125,15 @@ void fill_port_attr(ibv_port_attr* p, std::span<const GidEntry> gids) {
   p->max_msg_sz = static_cast<uint32_t>(device_profile().max_msg_sz);
   p->pkey_tbl_len = limits::kMaxPkeys;
   p->max_vl_num = 1;
-  // softverbs' own: 4X EDR = 100 Gb/s, about what a memory copy sustains.
-  p->active_width = static_cast<uint8_t>(device_profile().active_width);
-  p->active_speed = static_cast<uint8_t>(device_profile().active_speed);
+  // As rxe: the speed of the link under the port, which middleware sizes
+  // its protocols by (UCX: the message size from which it registers memory
+  // and waits for the peer's ACK, rather than copy and go on). Unknown (only
+  // loopback, or a virtio NIC): the profile's, softverbs' own 4X EDR =
+  // 100 Gb/s, about what a memory copy sustains.
+  const DeviceProfile& profile = device_profile();
+  const PortRate link = profile.rate_follows_link ? port_link_rate(gids) : PortRate{};
+  p->active_width = link.width ? link.width : static_cast<uint8_t>(profile.active_width);
+  p->active_speed = link.speed ? link.speed : static_cast<uint8_t>(profile.active_speed);
   p->phys_state = gid_count > 0 ? 5 : 3;  // LinkUp : Disabled
   p->link_layer = IBV_LINK_LAYER_ETHERNET;
   p->flags = IBV_QPF_GRH_REQUIRED;

@@ -168,6 +168,7 @@ DeviceProfile make_builtin(std::string_view name) {
     p.max_msg_sz = 0x40000000;  // 1 << log_max_msg
     p.active_width = 2;         // 4X
     p.active_speed = cx.active_speed;
+    p.rate_follows_link = false;
     return p;
   }
   p.name.clear();
@@ -237,6 +238,7 @@ bool set_field(DeviceProfile* p, std::string_view key, std::string_view value, s
     if (key == f.key) {
       if (!parse_u64(value, &(p->*f.value)))
         return *why = std::string(key) + ": not a number: '" + std::string(value) + "'", false;
+      if (key == "active_width" || key == "active_speed") p->rate_follows_link = false;  // (said: kept)
       return true;
     }
   *why = "unknown key '" + std::string(key) + "'";

@@ -47,6 +47,11 @@ struct DeviceProfile {
   uint64_t max_msg_sz = 0;
   uint64_t active_width = 2;   // 4X
   uint64_t active_speed = 32;  // EDR
+  // The port's width and speed are those rxe and siw report for the link
+  // under the port (its netdev's speed: gid_table.h, port_link_rate); the
+  // two above only when that link's speed is unknown. A ConnectX reports
+  // its own, and so does a profile file that sets either.
+  bool rate_follows_link = true;
 };
 
 // The profile in force: SOFTVERBS_PROFILE's, read once. Null when that

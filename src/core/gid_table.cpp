@@ -4,6 +4,8 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -56,6 +58,20 @@ int interface_mtu(int fd, const char* name) {
   return ioctl(fd, SIOCGIFMTU, &req) == 0 ? req.ifr_mtu : 0;
 }
 
+// The link speed of interface `name` in Mb/s (ETHTOOL_GSET, which needs
+// no privilege); 0 when unknown or not an Ethernet link's (loopback).
+int interface_speed_mbps(int fd, const char* name) {
+  if (fd < 0) return 0;
+  ethtool_cmd cmd{};
+  cmd.cmd = ETHTOOL_GSET;
+  ifreq req{};
+  std::strncpy(req.ifr_name, name, IFNAMSIZ - 1);
+  req.ifr_data = reinterpret_cast<char*>(&cmd);
+  if (ioctl(fd, SIOCETHTOOL, &req) != 0) return 0;
+  const uint32_t mbps = ethtool_cmd_speed(&cmd);
+  return mbps == static_cast<uint32_t>(SPEED_UNKNOWN) || mbps > INT32_MAX ? 0 : static_cast<int>(mbps);
+}
+
 }  // namespace
 
 std::optional<PrivateVector<GidEntry>> try_read_gid_table() {
@@ -86,6 +102,7 @@ std::optional<PrivateVector<GidEntry>> try_read_gid_table() {
     e.ifname = ifa->ifa_name;
     e.loopback = ifa->ifa_flags & IFF_LOOPBACK;
     e.link_mtu = interface_mtu(fd, ifa->ifa_name);
+    e.link_speed_mbps = e.loopback ? 0 : interface_speed_mbps(fd, ifa->ifa_name);
     out.push_back(std::move(e));
   }
   close(fd);
@@ -113,6 +130,26 @@ ibv_mtu port_active_mtu(std::span<const GidEntry> gids) {
   for (const GidEntry& e : gids)
     if (!e.loopback) return e.link_mtu > 0 ? ib_mtu_for_link(e.link_mtu) : IBV_MTU_1024;
   return IBV_MTU_4096;
+}
+
+PortRate port_rate_for_link(int mbps) {
+  // (ibv_port_attr's codes: verbs.h names none; ibv_devinfo and the kernel's
+  // ib_verbs.h do.)
+  constexpr uint8_t IBV_WIDTH_1X = 1, IBV_WIDTH_4X = 2;
+  constexpr uint8_t IBV_SPEED_SDR = 1, IBV_SPEED_DDR = 2, IBV_SPEED_FDR10 = 8, IBV_SPEED_EDR = 32;
+  if (mbps <= 0) return {};
+  if (mbps <= 1000) return {IBV_WIDTH_1X, IBV_SPEED_SDR};
+  if (mbps <= 10000) return {IBV_WIDTH_1X, IBV_SPEED_FDR10};
+  if (mbps <= 20000) return {IBV_WIDTH_4X, IBV_SPEED_DDR};
+  if (mbps <= 25000) return {IBV_WIDTH_1X, IBV_SPEED_EDR};
+  if (mbps <= 40000) return {IBV_WIDTH_4X, IBV_SPEED_FDR10};
+  return {IBV_WIDTH_4X, IBV_SPEED_EDR};
+}
+
+PortRate port_link_rate(std::span<const GidEntry> gids) {
+  for (const GidEntry& e : gids)
+    if (!e.loopback) return port_rate_for_link(e.link_speed_mbps);
+  return {};
 }
 
 }  // namespace sv

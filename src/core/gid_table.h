@@ -24,6 +24,7 @@ struct GidEntry {
   uint32_t ifindex;
   std::string ifname;
   int link_mtu;   // the interface's MTU in bytes (0: unknown)
+  int link_speed_mbps;  // its link speed as ethtool reports it, Mb/s (0: unknown, as a virtio NIC's)
   bool loopback;  // IFF_LOOPBACK
 };
 
@@ -40,6 +41,22 @@ PrivateVector<GidEntry> read_gid_table();
 // follows its netdev; IBV_MTU_4096 when only loopback has addresses (the
 // shared-memory path has no link to fit).
 ibv_mtu port_active_mtu(std::span<const GidEntry> gids);
+
+// A port's width and speed (ibv_port_attr's IBV_WIDTH_* and IBV_SPEED_*
+// codes).
+struct PortRate {
+  uint8_t width = 0, speed = 0;  // 0: unknown
+};
+// The rate rxe reports for a netdev of `mbps` (the kernel's
+// ib_get_eth_speed, Linux 6.1: 10 GbE is 1X FDR10, 25 GbE 1X EDR, 100 GbE
+// 4X EDR).
+PortRate port_rate_for_link(int mbps);
+// The port's rate for a GID table, as rxe follows its netdev: that of the
+// link of the interface that carries the first GID not on a loopback
+// interface (the one port_active_mtu follows). Unknown when only loopback
+// has addresses, or that link's speed is unknown (a virtio NIC's; rxe
+// then says 1 Gb/s): the profile's own then.
+PortRate port_link_rate(std::span<const GidEntry> gids);
 
 bool gid_is_ipv4_mapped(const ibv_gid& gid);
 bool gid_equal(const ibv_gid& a, const ibv_gid& b);

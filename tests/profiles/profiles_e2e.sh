@@ -51,6 +51,32 @@ check "cx6: its firmware" shows "$cx6" fw_ver 20.29.1016
 check "cx6: max_sge 30" shows "$cx6" max_sge 30
 check "cx6: 4X HDR (50 Gb/s a lane)" shows "$cx6" active_speed "50.0 Gbps"
 
+# The port's rate follows the link under it, as rxe's and siw's do (the
+# kernel's ib_get_eth_speed): a veth, 10 Gb/s, is 1X FDR10. A ConnectX, or a
+# profile file that sets the rate, keeps its own. Where the link's speed is
+# unknown (this host's virtio NIC, or only loopback): softverbs' 4X EDR.
+own=$(ibv_devinfo -v 2>&1)
+if [[ $(cat /sys/class/net/*/speed 2>/dev/null | grep -v -- -1) == "" ]]; then
+  check "softverbs' own, no link of a known speed here: 4X EDR (25 Gb/s a lane)" \
+    eval 'shows "$own" active_width 4X && shows "$own" active_speed "25.0 Gbps"'
+fi
+ns=svrate$$
+if ip netns add "$ns" 2>/dev/null; then
+  ip -n "$ns" link add v0 type veth peer name v1 && ip -n "$ns" addr add 10.96.0.1/24 dev v0 &&
+    ip -n "$ns" link set v0 up && ip -n "$ns" link set v1 up
+  printf 'base = rxe\nname = fixed-rate\nactive_width = 2\nactive_speed = 16\n' >"$work/fixed.profile"
+  in_ns() { ip netns exec "$ns" env "$@" ibv_devinfo -v 2>&1; }
+  veth=$(in_ns SOFTVERBS_LOG=warn) veth_rxe=$(in_ns SOFTVERBS_PROFILE=rxe)
+  veth_cx6=$(in_ns SOFTVERBS_PROFILE=cx6) veth_fixed=$(in_ns SOFTVERBS_PROFILE="$work/fixed.profile")
+  ip netns del "$ns"
+  check "on a 10 Gb/s veth: 1X FDR10, as rxe there" eval 'shows "$veth" active_width 1X && shows "$veth" active_speed "10.0 Gbps"'
+  check "on a 10 Gb/s veth, as rxe: 1X FDR10" eval 'shows "$veth_rxe" active_width 1X && shows "$veth_rxe" active_speed "10.0 Gbps"'
+  check "on a 10 Gb/s veth, as a ConnectX-6: its 4X HDR" eval 'shows "$veth_cx6" active_width 4X && shows "$veth_cx6" active_speed "50.0 Gbps"'
+  check "on a 10 Gb/s veth, a profile file's rate (4X FDR)" eval 'shows "$veth_fixed" active_width 4X && shows "$veth_fixed" active_speed "14.0 Gbps"'
+else
+  echo "(no network namespace here: the link rate checks are skipped)"
+fi
+
 none=$(SOFTVERBS_PROFILE=no-such-nic ibv_devinfo 2>&1)
 check "an unknown profile: no device listed" grep -q "No IB devices found" <<<"$none"
 check "an unknown profile: says why" grep -q "SOFTVERBS_PROFILE=no-such-nic: no such profile" <<<"$none"

@@ -80,5 +80,52 @@ TEST(PortMtu, GidTableCarriesEachInterfacesMtu) {
   }
 }
 
+// The port's rate follows the link as rxe's and siw's do: the kernel's
+// ib_get_eth_speed (Linux 6.1) maps the netdev's speed to an IB width and
+// speed. (Codes as ibv_port_attr has them: width 1 = 1X, 2 = 4X; speed 1 =
+// SDR, 2 = DDR, 8 = FDR10, 32 = EDR.)
+TEST(PortRate, LinkSpeedMapsAsTheKernelDoes) {
+  struct Case {
+    int mbps;
+    uint8_t width, speed;
+  } cases[] = {
+      {100, 1, 1},     {1000, 1, 1},   // up to 1 GbE: 1X SDR (2.5 Gb/s)
+      {2500, 1, 8},    {10000, 1, 8},  // up to 10 GbE (a veth): 1X FDR10
+      {20000, 2, 2},                   // 4X DDR
+      {25000, 1, 32},                  // 1X EDR
+      {40000, 2, 8},                   // 4X FDR10
+      {50000, 2, 32},  {100000, 2, 32}, {400000, 2, 32},  // 4X EDR above
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.mbps);
+    const PortRate r = port_rate_for_link(c.mbps);
+    EXPECT_EQ(r.width, c.width);
+    EXPECT_EQ(r.speed, c.speed);
+  }
+  EXPECT_EQ(port_rate_for_link(0).speed, 0);  // unknown
+}
+
+TEST(PortRate, TheLinkOfTheFirstNetworkInterfaceSetsIt) {
+  GidEntry lo = entry(1, "lo", 65536, true), veth = entry(2, "veth0", 1500, false),
+           fast = entry(3, "eth1", 1500, false);
+  veth.link_speed_mbps = 10000;
+  fast.link_speed_mbps = 100000;
+  EXPECT_EQ(port_link_rate(std::vector<GidEntry>{lo, veth, fast}).speed, 8);  // (not the fastest)
+  EXPECT_EQ(port_link_rate(std::vector<GidEntry>{lo, fast, veth}).speed, 32);
+  // Only loopback, or a first link of unknown speed (virtio): unknown, the
+  // profile's rate then.
+  EXPECT_EQ(port_link_rate(std::vector<GidEntry>{lo}).speed, 0);
+  GidEntry virtio = entry(2, "eth0", 1500, false);
+  EXPECT_EQ(port_link_rate(std::vector<GidEntry>{lo, virtio, veth}).speed, 0);
+}
+
+TEST(PortRate, GidTableCarriesNoSpeedForLoopback) {
+  for (const GidEntry& e : read_gid_table()) {
+    if (e.loopback) {
+      EXPECT_EQ(e.link_speed_mbps, 0) << e.ifname;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sv
