@@ -17,6 +17,8 @@ every configuration of a round sees the same machine:
   MPICH UCX tcp    MPICH, UCX_TLS=tcp,self
   softverbs 4X EDR as softverbs, the port at 4X EDR whatever its link
                    (bench/profiles/4x_edr.profile), only when --configs names it
+  softverbs spin   as softverbs, pollers never yield (SOFTVERBS_POLL_YIELD_US=0),
+                   only when --configs names it
 
 The two hosts are network namespaces on a veth pair (MTU 1500, or --mtu),
 each end named mpi0 in its namespace (UCX's tcp transport is told the
@@ -60,12 +62,14 @@ CONFIGS = {
     "MPICH UCX tcp": ("mpich", [], UCX_TCP, False),
     # (The port's rate decides UCX's protocols: docs/profiles.md, "The port's rate".)
     "softverbs 4X EDR": ("openmpi", OMPI_UCX, SV + [f"SOFTVERBS_PROFILE={ROOT}/bench/profiles/4x_edr.profile"], True),
+    # (Pollers that wait long give their core away: src/core/idle_poll.h.)
+    "softverbs spin": ("openmpi", OMPI_UCX, SV + ["SOFTVERBS_POLL_YIELD_US=0"], True),
 }
 # Run only when --configs names them.
-OPT_IN = {"softverbs 4X EDR"}
+OPT_IN = {"softverbs 4X EDR", "softverbs spin"}
 # Each table's columns: ours against whom.
 PAIRS = [("softverbs", "btl tcp"), ("softverbs", "UCX tcp"), ("MPICH softverbs", "MPICH UCX tcp"),
-         ("softverbs", "softverbs 4X EDR")]
+         ("softverbs", "softverbs 4X EDR"), ("softverbs", "softverbs spin")]
 # Figures where more is better (the rest are times).
 HIGHER_IS_BETTER = {"bw"}
 

@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "core/check_buffers.h"
 #include "core/channel.h"
+#include "core/idle_poll.h"
 #include "core/context.h"
 #include "core/device_profile.h"
 #include "core/faults.h"
@@ -321,7 +322,9 @@ bool maybe_ready(const Cq* cq) {
 bool ready_after_progress(Cq* cq) {
   if (__builtin_expect(!g_network_in_use.load(std::memory_order_relaxed), 1)) return false;
   cq->ctx->for_each_transport([](Transport& t) { t.progress(); });
-  return maybe_ready(cq);
+  if (maybe_ready(cq)) return true;
+  idle_poll();  // (a thread that waits long gives its core to those with work: core/idle_poll.h)
+  return false;
 }
 
 // poll_cq with SOFTVERBS_CHECK on (the CQ's attention bit): each send

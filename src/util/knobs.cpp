@@ -43,6 +43,7 @@ Knobs parse() {
   if (const char* v = env("SOFTVERBS_UDP_OFFLOAD")) k.udp_offload = std::strcmp(v, "0") != 0;
   if (const char* v = env("SOFTVERBS_NET_SLICE_US")) k.net_slice_us = std::strtoul(v, nullptr, 10);
   if (const char* v = env("SOFTVERBS_NET_NAP_US")) k.net_nap_us = std::strtoul(v, nullptr, 10);
+  if (const char* v = env("SOFTVERBS_POLL_YIELD_US")) k.poll_yield_us = std::strtoul(v, nullptr, 10);
   if (const char* v = env("SOFTVERBS_IO_URING")) k.io_uring = std::strcmp(v, "1") == 0;
   if (const char* v = env("SOFTVERBS_MEMLOCK")) k.ignore_memlock = !std::strcmp(v, "ignore");
   if (const char* v = env("SOFTVERBS_LINK_LAYER")) k.infiniband = !std::strcmp(v, "infiniband") || !std::strcmp(v, "ib");

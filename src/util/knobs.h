@@ -36,6 +36,11 @@ struct Knobs {
   // in naps that double up to this long (0: it always wakes for each
   // packet). transport/roce_transport.cpp network_thread says why.
   unsigned net_nap_us = 1000;
+  // SOFTVERBS_POLL_YIELD_US: a thread that has polled empty CQs with the
+  // network in use for this long gives its core away (sched_yield) at each
+  // further empty poll, until a completion or another thread's turn ends
+  // the wait (0: never). core/idle_poll.h says why.
+  unsigned poll_yield_us = 20;
   // SOFTVERBS_IO_URING=1: an application thread polling an empty CQ watches
   // an io_uring instead of asking the kernel with poll() each time
   // (transport/receive_watch.h). Off by default: measured here, an empty
