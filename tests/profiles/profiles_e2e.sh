@@ -66,7 +66,7 @@ if ip netns add "$ns" 2>/dev/null; then
     ip -n "$ns" link set v0 up && ip -n "$ns" link set v1 up
   printf 'base = rxe\nname = fixed-rate\nactive_width = 2\nactive_speed = 16\n' >"$work/fixed.profile"
   in_ns() { ip netns exec "$ns" env "$@" ibv_devinfo -v 2>&1; }
-  veth=$(in_ns SOFTVERBS_LOG=warn) veth_rxe=$(in_ns SOFTVERBS_PROFILE=rxe)
+  veth=$(in_ns) veth_rxe=$(in_ns SOFTVERBS_PROFILE=rxe)
   veth_cx6=$(in_ns SOFTVERBS_PROFILE=cx6) veth_fixed=$(in_ns SOFTVERBS_PROFILE="$work/fixed.profile")
   ip netns del "$ns"
   check "on a 10 Gb/s veth: 1X FDR10, as rxe there" eval 'shows "$veth" active_width 1X && shows "$veth" active_speed "10.0 Gbps"'
