@@ -4,18 +4,25 @@
  * iptables NFQUEUE rule hands it and gives each a verdict, at once or later.
  *
  *   impair_queue QUEUE [--hold PERCENT MS] [--delay MS] [--drop PERCENT]
+ *                      [--drop-data PERCENT] [--drop-naks PERCENT]
  *
  *   --hold   PERCENT % of the packets, at random, leave MS milliseconds after
  *            they were sent while the others pass: they arrive after packets
  *            sent later (reordering, as netem's "reorder 25% delay 1ms")
  *   --delay  every packet leaves MS milliseconds late (in order)
  *   --drop   PERCENT % are dropped, at random
+ *   --drop-data  PERCENT % of the packets over 200 bytes (data, not ACKs)
+ *   --drop-naks  PERCENT % of the RC sequence-error NAKs (BTH opcode 0x11,
+ *            AETH syndrome 0x60)
  *
  * (Duplication needs no stand-in: nftables' "dup" statement copies packets.)
  * Runs until SIGTERM/SIGINT, then lets every held packet go and prints
  * "passed N held N dropped N" on stdout, so a test can check that the link
  * was really impaired. The kernel cuts GSO packets into their segments
- * before queueing them, so every verdict is for one packet on the wire.
+ * before queueing them, so every verdict is for one packet on the wire:
+ * an nftables rule sees a GSO send whole, and softverbs sends an ACK as the
+ * last, shorter segment of the reply it was held for, so a rule dropping
+ * "data" there drops that ACK too (and matches a NAK only when it leads).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -32,6 +39,8 @@
 #include <time.h>
 
 #define MAX_HELD 65536
+#define DATA_OVER_BYTES 200  // an IP packet longer is data (ACKs and NAKs are ~60 bytes)
+#define COPY_BYTES 256       // enough of each packet for its length class and its BTH and AETH
 
 struct held {
   uint32_t id;
@@ -39,7 +48,7 @@ struct held {
 };
 
 static struct {
-  int hold_percent, hold_ms, delay_ms, drop_percent;
+  int hold_percent, hold_ms, delay_ms, drop_percent, drop_data_percent, drop_naks_percent;
   struct nfq_q_handle *q;
   struct held held[MAX_HELD];  // in order of due time: every hold is as long
   size_t head, count;
@@ -57,6 +66,27 @@ static uint64_t now_ns(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+// A RoCEv2 sequence-error NAK: its UDP payload starts with a BTH of opcode
+// RC ACKNOWLEDGE (0x11) and goes on with an AETH of syndrome 0x60.
+static int is_sequence_nak(const uint8_t *ip, int len) {
+  if (len < 1) return 0;
+  const int ip_header = (ip[0] >> 4) == 4 ? (ip[0] & 0xf) * 4 : 40;
+  const int bth = ip_header + 8, aeth = bth + 12;
+  return len > aeth && ip[bth] == 0x11 && ip[aeth] == 0x60;
+}
+
+// Whether this packet is to be dropped, and counts it.
+static int chosen_for_loss(struct nfq_data *nfa) {
+  unsigned char *ip = NULL;
+  const int len = nfq_get_payload(nfa, &ip);  // (at most COPY_BYTES of it)
+  const int percent = g.drop_naks_percent && is_sequence_nak(ip, len)   ? g.drop_naks_percent
+                      : g.drop_data_percent && len > DATA_OVER_BYTES ? g.drop_data_percent
+                                                                       : g.drop_percent;
+  if (!percent || rand() % 100 >= percent) return 0;
+  g.dropped++;
+  return 1;
 }
 
 static void accept_packet(uint32_t id) { nfq_set_verdict(g.q, id, NF_ACCEPT, 0, NULL); }
@@ -87,10 +117,7 @@ static int on_packet(struct nfq_q_handle *q, struct nfgenmsg *msg, struct nfq_da
   struct nfqnl_msg_packet_hdr *ph = nfq_get_msg_packet_hdr(nfa);
   if (!ph) return 0;
   const uint32_t id = ntohl(ph->packet_id);
-  if (g.drop_percent && rand() % 100 < g.drop_percent) {
-    g.dropped++;
-    return nfq_set_verdict(q, id, NF_DROP, 0, NULL);
-  }
+  if (chosen_for_loss(nfa)) return nfq_set_verdict(q, id, NF_DROP, 0, NULL);
   if (g.hold_percent && rand() % 100 < g.hold_percent) {
     g.held_total++;
     hold(id, g.hold_ms);
@@ -106,7 +133,9 @@ static int on_packet(struct nfq_q_handle *q, struct nfgenmsg *msg, struct nfq_da
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: impair_queue QUEUE [--hold PERCENT MS] [--delay MS] [--drop PERCENT]\n");
+  fprintf(stderr,
+          "usage: impair_queue QUEUE [--hold PERCENT MS] [--delay MS] [--drop PERCENT] [--drop-data PERCENT]\n"
+          "                    [--drop-naks PERCENT]\n");
   return 2;
 }
 
@@ -121,6 +150,10 @@ int main(int argc, char **argv) {
       g.delay_ms = atoi(argv[++i]);
     } else if (!strcmp(argv[i], "--drop") && i + 1 < argc) {
       g.drop_percent = atoi(argv[++i]);
+    } else if (!strcmp(argv[i], "--drop-data") && i + 1 < argc) {
+      g.drop_data_percent = atoi(argv[++i]);
+    } else if (!strcmp(argv[i], "--drop-naks") && i + 1 < argc) {
+      g.drop_naks_percent = atoi(argv[++i]);
     } else {
       return usage();
     }
@@ -140,9 +173,10 @@ int main(int argc, char **argv) {
     perror("nfq_create_queue");
     return 77;
   }
-  // Metadata only (no payload copied to us); when we fall behind, packets
-  // pass rather than being dropped (the loss we add is --drop's alone).
-  nfq_set_mode(g.q, NFQNL_COPY_META, 0);
+  // The packet's first bytes (its length and headers; no more copied to
+  // us); when we fall behind, packets pass rather than being dropped (the
+  // loss we add is --drop's alone).
+  nfq_set_mode(g.q, NFQNL_COPY_PACKET, COPY_BYTES);
   nfq_set_queue_maxlen(g.q, 8192);
   nfq_set_queue_flags(g.q, NFQA_CFG_F_FAIL_OPEN, NFQA_CFG_F_FAIL_OPEN);
   signal(SIGTERM, on_signal);
