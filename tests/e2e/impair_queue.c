@@ -175,7 +175,7 @@ int main(int argc, char **argv) {
   }
   // The packet's first bytes (its length and headers; no more copied to
   // us); when we fall behind, packets pass rather than being dropped (the
-  // loss we add is --drop's alone).
+  // loss we add is the --drop options' alone).
   nfq_set_mode(g.q, NFQNL_COPY_PACKET, COPY_BYTES);
   nfq_set_queue_maxlen(g.q, 8192);
   nfq_set_queue_flags(g.q, NFQA_CFG_F_FAIL_OPEN, NFQA_CFG_F_FAIL_OPEN);

@@ -350,10 +350,14 @@ if [[ -n $impair ]]; then
     counts=$(grep -E "^passed" "$work/impair.$ns")
     echo "$ns impair_queue$impair: $counts"
     [[ -n $counts ]] || { echo "impair_queue gave no counts:"; cat "$work/impair.$ns"; exit 1; }
-    [[ $impair == *--hold* && $counts == *" held 0 "* ]] && { echo "the link was not impaired as asked"; exit 1; }
+    # (Random loss of every packet, --drop, must show on each host.)
+    if [[ $impair == *--hold* && $counts == *" held 0 "* ]] || [[ " $impair " == *" --drop "* && $counts == *"dropped 0" ]]; then
+      echo "the link was not impaired as asked"; exit 1
+    fi
     dropped=$((dropped + ${counts##* }))
   done
-  # (One host may send no data, or no NAK: the two together must drop.)
+  # (With --drop-data or --drop-naks one host may send no data, or no NAK:
+  # the two together must drop.)
   [[ $impair == *--drop* ]] && ((dropped == 0)) && { echo "the link dropped nothing: the run did not test recovery"; exit 1; }
 fi
 if [[ -n $dup ]]; then
