@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "shm/robust_mutex.h"
+#include "util/log.h"
 #include "util/private_heap.h"
 #include "util/quiet_thread.h"
 
@@ -44,7 +45,11 @@ bool keeper_hold(pthread_mutex_t* m) {
   KeeperState& s = state();
   std::unique_lock lk(s.mu);
   if (!s.started) {
-    if (!start_quiet_thread(keeper_main, nullptr, "softverbs-keep")) return false;
+    if (!start_quiet_thread(keeper_main, nullptr, "softverbs-keep")) {
+      SV_ERROR("cannot start the thread that holds this process's registry slot (the host's task limit?): "
+               "the device is not opened");
+      return false;
+    }
     s.started = true;
   }
   s.done = false;

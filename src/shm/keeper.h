@@ -8,7 +8,8 @@
 
 namespace sv::shm {
 
-// Starts the keeper (once) and has it lock `m`. Returns when it holds it.
+// Starts the keeper (once) and has it lock `m`. Returns true when it holds
+// it, false (said why) when the keeper could not be started.
 bool keeper_hold(pthread_mutex_t* m);
 
 }  // namespace sv::shm

@@ -178,19 +178,29 @@ bool Registry::still_linked() const {
 }
 void Registry::unlock_claims() { pthread_mutex_unlock(&hdr_->claims); }
 
-// The slots a new process may take, best first: those never used, then
-// those whose owner died (crashed, or exited).
+// The slots a new process may take, best first: those with home blocks of
+// names (below kHomeSlots) before the rest, and in each, those never used
+// before those whose owner died (crashed, or exited). Peers send RoCEv2 to a
+// process in a slot from kHomeSlots up by their shared source port (lane 0,
+// RoceSocket::lane_port), as to every other such process of its host: one
+// flow then carries packets for two processes, and one forwards the other's.
+// (A namespace's registry outlives it, and a new namespace given the same
+// inode found hundreds of dead slots: its MPI ranks got slots past 400, and
+// one forwarded the other's packets: mw_mpi_hosts_* failed in CI so.)
 std::vector<uint32_t> Registry::claimable_slots() {
-  std::vector<uint32_t> free, dead;
+  std::vector<uint32_t> order[2][2];  // [past the home slots][owner died]
   for (uint32_t i = 1; i < kMaxProcs; ++i) {
     ProcSlot& s = hdr_->procs[i];
+    const bool home = i < kHomeSlots;
     if (s.state.load(std::memory_order_acquire) == kProcFree)
-      free.push_back(i);
+      order[!home][0].push_back(i);
     else if (!proc_alive(s))
-      dead.push_back(i);
+      order[!home][1].push_back(i);
   }
-  free.insert(free.end(), dead.begin(), dead.end());
-  return free;
+  std::vector<uint32_t> slots;
+  for (auto& range : order)
+    for (auto& kind : range) slots.insert(slots.end(), kind.begin(), kind.end());
+  return slots;
 }
 
 // The blocks of names (shm/name_pool.h) whose holder is gone go back to

@@ -26,14 +26,18 @@ class Registry : public PrivateHeapObject {
   // files in the runtime directory. Runs under
   // the registry's claims lock (RegistryHeader::claims) so that two
   // processes never claim the same slot. `lock_alive` is called with the slot's liveness mutex and
-  // must return once some long-lived thread of ours holds it.
+  // must return true once some long-lived thread of ours holds it, or false
+  // when none can (no thread could be started): the slot is then left free
+  // and kBusy returned with errno EAGAIN, since a slot marked live whose
+  // mutex nobody holds looks dead, and the next claim would take it from
+  // under this process.
   // `may_take(slot)` is asked last about a slot found free here, and may
   // refuse it (the host service leased it to another user): then the next
   // one is tried. Returns the slot number, or 0 if all slots are in use by
   // live processes (or refused), or kRemoved when the file is no longer
   // the namespace's registry (removed meanwhile as idle: shm/idle_namespaces.h),
   // and the caller opens it anew, or kBusy when another process held the
-  // claims lock for SOFTVERBS_ATTACH_WAIT_S (said here).
+  // claims lock for SOFTVERBS_ATTACH_WAIT_S (said here) or lock_alive failed.
   static constexpr uint32_t kRemoved = UINT32_MAX;
   static constexpr uint32_t kBusy = UINT32_MAX - 1;
   template <typename LockAlive, typename MayTake>
@@ -81,7 +85,11 @@ uint32_t Registry::claim(int arena_fd, uint64_t arena_ino, uint64_t arena_size, 
     }
   if (slot) {
     fill_slot(slot, arena_fd, arena_ino, arena_size);
-    lock_alive(&hdr_->procs[slot].alive);
+    if (!lock_alive(&hdr_->procs[slot].alive)) {
+      unlock_claims();
+      errno = EAGAIN;
+      return kBusy;
+    }
     hdr_->procs[slot].state.store(kProcLive, std::memory_order_release);
   }
   unlock_claims();
