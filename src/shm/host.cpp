@@ -117,8 +117,8 @@ Host* Host::get() {
   uint32_t slot;
   // (A registry removed while we attached, as its namespace looked idle to
   // another's first process: this namespace's registry is opened anew.)
-  while ((slot = reg->claim(arena->fd(), arena->inode(), arena->size(), [](pthread_mutex_t* m) { return keeper_hold(m); },
-                            may_take)) == Registry::kRemoved) {
+  while ((slot = reg->claim(arena->fd(), arena->inode(), arena->size(), keeper_hold, may_take)) ==
+         Registry::kRemoved) {
     delete reg;
     if (!(reg = Registry::open_or_create())) return nullptr;
   }

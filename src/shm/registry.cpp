@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -188,19 +189,17 @@ void Registry::unlock_claims() { pthread_mutex_unlock(&hdr_->claims); }
 // inode found hundreds of dead slots: its MPI ranks got slots past 400, and
 // one forwarded the other's packets: mw_mpi_hosts_* failed in CI so.)
 std::vector<uint32_t> Registry::claimable_slots() {
-  std::vector<uint32_t> order[2][2];  // [past the home slots][owner died]
+  std::vector<uint32_t> free, dead;
   for (uint32_t i = 1; i < kMaxProcs; ++i) {
     ProcSlot& s = hdr_->procs[i];
-    const bool home = i < kHomeSlots;
     if (s.state.load(std::memory_order_acquire) == kProcFree)
-      order[!home][0].push_back(i);
+      free.push_back(i);
     else if (!proc_alive(s))
-      order[!home][1].push_back(i);
+      dead.push_back(i);
   }
-  std::vector<uint32_t> slots;
-  for (auto& range : order)
-    for (auto& kind : range) slots.insert(slots.end(), kind.begin(), kind.end());
-  return slots;
+  free.insert(free.end(), dead.begin(), dead.end());
+  std::stable_partition(free.begin(), free.end(), [](uint32_t s) { return s < kHomeSlots; });
+  return free;
 }
 
 // The blocks of names (shm/name_pool.h) whose holder is gone go back to
