@@ -29,6 +29,7 @@ test_packages=(
   ethtool                               # captured test links cut UDP GSO sends before the capture sees them
   tshark                                # decodes our CM MADs independently (e2e_ibcm_tshark)
   ucx-utils libfabric-bin gnuplot-nox  # peers the benchmarks compare against, plots; middleware under test
+  libucx-dev                            # UCX's memory hooks (libucm) around a registration (e2e_registration_under_memory_hooks)
   openmpi-bin libopenmpi-dev mpich libmpich-dev  # MPI over softverbs (tests/middleware), mpicc for our MPI programs
   netpipe-openmpi netpipe-mpich2        # an MPI program nobody here wrote (NetPIPE), unmodified
   iperf3 qperf sockperf                 # the kernel's TCP and UDP on the RoCE benchmark's link

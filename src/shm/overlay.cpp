@@ -13,6 +13,7 @@
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/proc_maps.h"
+#include "util/unhooked_mapping.h"
 #include "util/vma_query.h"
 
 namespace sv::shm {
@@ -238,7 +239,8 @@ std::optional<OverlayMap::Pin> OverlayMap::pin(uint64_t addr, uint64_t len) {
   }
   // From the copy to the last remap nothing may write these pages, not even
   // this function: no allocation or free (malloc's own metadata may live in
-  // them, and a write to the old page after the copy would be lost).
+  // them, and a write to the old page after the copy would be lost), and no
+  // memory hook of the application's (the remap goes past libc's mmap).
   if (!write_pages_to_file(arena_.fd(), off, a, b - a)) {
     uint8_t* dst = arena_.base() + off;
     for (uint64_t p = a; p < b; p += kPage) {
@@ -249,8 +251,8 @@ std::optional<OverlayMap::Pin> OverlayMap::pin(uint64_t addr, uint64_t len) {
   int failed_errno = 0;
   uint64_t failed_at = 0;
   for (const Piece& piece : done) {
-    void* r = mmap(reinterpret_cast<void*>(piece.start), piece.len, piece.prot, MAP_SHARED | MAP_FIXED,
-                   arena_.fd(), static_cast<off_t>(off + (piece.start - a)));
+    void* r = unhooked_mmap(reinterpret_cast<void*>(piece.start), piece.len, piece.prot, MAP_SHARED | MAP_FIXED,
+                            arena_.fd(), static_cast<off_t>(off + (piece.start - a)));
     if (r == MAP_FAILED) {
       failed_errno = errno;
       failed_at = piece.start;
@@ -371,13 +373,15 @@ void OverlayMap::parent_after_fork() {
 
 void restore_overlays_in_fork_child() {
   // Only system calls here: this runs in the child of a possibly
-  // multi-threaded parent, before anything else.
+  // multi-threaded parent, before anything else. The remap goes past libc's
+  // mremap, whose hooks would write state of the application's to pages the
+  // snapshot then replaces.
   ForkPlan* plan = g_fork_plan;
   if (!plan) return;
   for (uint64_t i = 0; i < plan->count; ++i) {
     const ForkPiece& p = plan->pieces[i];
     auto* at = reinterpret_cast<void*>(p.start);
-    if (mremap(p.snapshot, p.len, p.len, MREMAP_MAYMOVE | MREMAP_FIXED, at) != MAP_FAILED) mprotect(at, p.len, p.prot);
+    if (unhooked_mremap_fixed(p.snapshot, p.len, p.len, at) != MAP_FAILED) mprotect(at, p.len, p.prot);
   }
   g_fork_plan = nullptr;
   munmap(plan, plan->bytes);
