@@ -114,15 +114,29 @@ Host* Host::get() {
     ++refused;
     return false;
   };
+  // The claim runs on the keeper (shm/keeper.h), which then holds the
+  // slot's liveness mutex for the life of the process: locked there at
+  // once, just made free under the claims lock.
+  auto lock_here = [](pthread_mutex_t* m) {
+    if (pthread_mutex_lock(m) == EOWNERDEAD) pthread_mutex_consistent(m);
+    return true;
+  };
+  auto claim_on_keeper = [&] {
+    uint32_t slot = Registry::kBusy;  // (kept when the keeper could not start: said why)
+    keeper_run([&] { slot = reg->claim(arena->fd(), arena->inode(), arena->size(), lock_here, may_take); });
+    return slot;
+  };
   uint32_t slot;
   // (A registry removed while we attached, as its namespace looked idle to
   // another's first process: this namespace's registry is opened anew.)
-  while ((slot = reg->claim(arena->fd(), arena->inode(), arena->size(), keeper_hold, may_take)) ==
-         Registry::kRemoved) {
+  while ((slot = claim_on_keeper()) == Registry::kRemoved) {
     delete reg;
     if (!(reg = Registry::open_or_create())) return nullptr;
   }
-  if (slot == Registry::kBusy) return nullptr;  // (said why; errno EAGAIN)
+  if (slot == Registry::kBusy) {  // (said why)
+    errno = EAGAIN;
+    return nullptr;
+  }
   if (refused_by_service) {
     errno = EAGAIN;
     return nullptr;

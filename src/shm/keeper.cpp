@@ -4,8 +4,8 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <utility>
 
-#include "shm/robust_mutex.h"
 #include "util/log.h"
 #include "util/private_heap.h"
 #include "util/quiet_thread.h"
@@ -16,7 +16,8 @@ namespace {
 struct KeeperState : PrivateHeapObject {
   std::mutex mu;
   std::condition_variable cv;
-  pthread_mutex_t* request = nullptr;
+  void (*fn)(void*) = nullptr;  // the request, run on the keeper
+  void* arg = nullptr;
   bool done = false;
   bool started = false;
 };
@@ -30,9 +31,11 @@ void* keeper_main(void*) {
   KeeperState& s = state();
   std::unique_lock lk(s.mu);
   for (;;) {
-    s.cv.wait(lk, [&] { return s.request != nullptr; });
-    if (pthread_mutex_lock(s.request) == EOWNERDEAD) pthread_mutex_consistent(s.request);
-    s.request = nullptr;
+    s.cv.wait(lk, [&] { return s.fn != nullptr; });
+    auto [fn, arg] = std::pair{std::exchange(s.fn, nullptr), s.arg};
+    lk.unlock();
+    fn(arg);
+    lk.lock();
     s.done = true;
     s.cv.notify_all();
   }
@@ -41,11 +44,13 @@ void* keeper_main(void*) {
 
 }  // namespace
 
-bool keeper_hold(pthread_mutex_t* m) {
+bool keeper_run_raw(void (*fn)(void*), void* arg) {
   KeeperState& s = state();
   std::unique_lock lk(s.mu);
   if (!s.started) {
-    if (!start_quiet_thread(keeper_main, nullptr, "softverbs-keep")) {
+    // (A larger stack than a quiet thread's: the claim asks the host
+    // service for a lease and tidies dead processes' files on it.)
+    if (!start_quiet_thread(keeper_main, nullptr, "softverbs-keep", 256 * 1024)) {
       SV_ERROR("cannot start the thread that holds this process's registry slot (the host's task limit?): "
                "the device is not opened");
       return false;
@@ -53,7 +58,8 @@ bool keeper_hold(pthread_mutex_t* m) {
     s.started = true;
   }
   s.done = false;
-  s.request = m;
+  s.fn = fn;
+  s.arg = arg;
   s.cv.notify_all();
   s.cv.wait(lk, [&] { return s.done; });
   return true;
@@ -64,7 +70,7 @@ void keeper_forget_after_fork() {
   KeeperState& s = state();
   new (&s.mu) std::mutex;
   new (&s.cv) std::condition_variable;
-  s.request = nullptr;
+  s.fn = nullptr;
   s.done = false;
   s.started = false;
 }

@@ -25,12 +25,13 @@ class Registry : public PrivateHeapObject {
   // tidying what processes that are gone left: their name blocks, and their
   // files in the runtime directory. Runs under
   // the registry's claims lock (RegistryHeader::claims) so that two
-  // processes never claim the same slot. `lock_alive` is called with the slot's liveness mutex and
-  // must return true once some long-lived thread of ours holds it, or false
-  // when none can (no thread could be started): the slot is then left free
-  // and kBusy returned with errno EAGAIN, since a slot marked live whose
-  // mutex nobody holds looks dead, and the next claim would take it from
-  // under this process.
+  // processes never claim the same slot: keep it short, every process that
+  // attaches waits for it. `lock_alive` is called with the slot's liveness
+  // mutex and must return true once some long-lived thread of ours holds it
+  // (Host::get runs the claim on that thread), or false when none can: the
+  // slot is then left free and kBusy returned with errno EAGAIN, since a
+  // slot marked live whose mutex nobody holds looks dead, and the next
+  // claim would take it from under this process.
   // `may_take(slot)` is asked last about a slot found free here, and may
   // refuse it (the host service leased it to another user): then the next
   // one is tried. Returns the slot number, or 0 if all slots are in use by
@@ -58,6 +59,7 @@ class Registry : public PrivateHeapObject {
   void tidy_dead_slots();
   void forget_memberships_of_freed_names();
   void fill_slot(uint32_t slot, int arena_fd, uint64_t arena_ino, uint64_t arena_size);
+  void touch_slots() const;
   bool lock_claims();
   void unlock_claims();
   bool still_linked() const;
@@ -71,6 +73,7 @@ class Registry : public PrivateHeapObject {
 template <typename LockAlive, typename MayTake>
 uint32_t Registry::claim(int arena_fd, uint64_t arena_ino, uint64_t arena_size, LockAlive&& lock_alive,
                          MayTake&& may_take) {
+  touch_slots();
   if (!lock_claims()) return kBusy;
   if (!still_linked()) {
     unlock_claims();
