@@ -150,7 +150,8 @@ static int member(char** argv) {
     return 1;
   }
   pthread_t acceptor;
-  pthread_create(&acceptor, NULL, accept_previous, NULL);
+  if ((errno = pthread_create(&acceptor, NULL, accept_previous, NULL)))
+    return perror("pthread_create (the host's task or pid limit?)"), 1;
 
   // The next process may not listen yet: try again (its REQ is rejected).
   struct side out = {0};
