@@ -9,6 +9,7 @@
 
 #include "shm/fd_lender.h"
 #include "shm/keeper.h"
+#include "shm/robust_mutex.h"
 #include "shm/runtime_dir.h"
 #include "util/knobs.h"
 #include "util/log.h"
@@ -118,7 +119,7 @@ Host* Host::get() {
   // slot's liveness mutex for the life of the process: locked there at
   // once, just made free under the claims lock.
   auto lock_here = [](pthread_mutex_t* m) {
-    if (pthread_mutex_lock(m) == EOWNERDEAD) pthread_mutex_consistent(m);
+    robust_lock(m);
     return true;
   };
   auto claim_on_keeper = [&] {

@@ -32,7 +32,8 @@ void* keeper_main(void*) {
   std::unique_lock lk(s.mu);
   for (;;) {
     s.cv.wait(lk, [&] { return s.fn != nullptr; });
-    auto [fn, arg] = std::pair{std::exchange(s.fn, nullptr), s.arg};
+    void (*fn)(void*) = std::exchange(s.fn, nullptr);
+    void* arg = s.arg;
     lk.unlock();
     fn(arg);
     lk.lock();

@@ -230,10 +230,7 @@ void Registry::tidy_dead_slots() {
     if (live[i]) continue;
     // (A pid a live process has again stays, for a later claim to try.)
     if (s.pid > 0 && remove_files_of_gone_process(s.pid)) s.pid = 0;
-    // (Read before written: a store to each of 4096 slots under the lock,
-    // shared with every process of the host, cost a claim milliseconds.)
-    if (s.name_blocks.load(std::memory_order_relaxed) && s.name_blocks.exchange(0, std::memory_order_acq_rel))
-      dead_held_names = true;
+    if (s.name_blocks.exchange(0, std::memory_order_acq_rel)) dead_held_names = true;
   }
   if (!dead_held_names) return;  // (the tables hold 196608 entries: a search per claim showed)
   for (std::atomic<uint32_t>* table : {hdr_->qpn_blocks, hdr_->key_blocks, hdr_->srqn_blocks})

@@ -20,11 +20,14 @@ inline void robust_mutex_init(pthread_mutex_t* m) {
   pthread_mutexattr_destroy(&a);
 }
 
+// Locks `m`, taking it back from a holder that died.
+inline void robust_lock(pthread_mutex_t* m) {
+  if (pthread_mutex_lock(m) == EOWNERDEAD) pthread_mutex_consistent(m);
+}
+
 class RobustLock {
  public:
-  explicit RobustLock(pthread_mutex_t* m) : m_(m) {
-    if (pthread_mutex_lock(m_) == EOWNERDEAD) pthread_mutex_consistent(m_);
-  }
+  explicit RobustLock(pthread_mutex_t* m) : m_(m) { robust_lock(m_); }
   ~RobustLock() { pthread_mutex_unlock(m_); }
   RobustLock(const RobustLock&) = delete;
   RobustLock& operator=(const RobustLock&) = delete;
