@@ -5,6 +5,7 @@
 # leak, sanitizer report or timeout; the input that caused it is kept in
 # BUILD/fuzz-artifacts/ (add it to tests/fuzz/corpus/TARGET/ with the fix).
 #   scripts/fuzz.sh [SECONDS_PER_TARGET]     (default 60)
+#   scripts/fuzz.sh --build-only              (builds the targets, runs none)
 # FUZZ_BUILD_DIR overrides the build directory (default build-fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,7 @@ targets=(roce_packet cm_mad)
 cmake -S . -B "$build" -DSOFTVERBS_FUZZ=ON -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j2 --target "${targets[@]/#/fuzz_}"
+[[ $seconds == --build-only ]] && exit 0
 
 mkdir -p "$build/fuzz-artifacts"
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
