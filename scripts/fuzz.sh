@@ -9,14 +9,18 @@
 # FUZZ_BUILD_DIR overrides the build directory (default build-fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds=${1:-60}
+build_only=false seconds=60
+case ${1:-} in
+  --build-only) build_only=true ;;
+  ?*) seconds=$1 ;;
+esac
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 targets=(roce_packet cm_mad)
 
 cmake -S . -B "$build" -DSOFTVERBS_FUZZ=ON -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j2 --target "${targets[@]/#/fuzz_}"
-[[ $seconds == --build-only ]] && exit 0
+if $build_only; then exit 0; fi
 
 mkdir -p "$build/fuzz-artifacts"
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
