@@ -546,7 +546,7 @@ void Engine::on_timers(uint64_t now) {
 void Engine::arm_timer() {
   rearm = false;
   const uint64_t due = next_deadline();
-  if (!due || (armed_ns && armed_ns <= due)) return;
+  if (!due || (armed_ns && armed_ns <= due) || (looks_by_ns && looks_by_ns <= due)) return;
   if (wire_.wake_at(due)) armed_ns = due;
 }
 
