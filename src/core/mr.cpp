@@ -121,12 +121,15 @@ void publish(shm::MrEntry& e, uint32_t key, const Mr& mr, uint64_t vaddr, uint32
 // published yet, so no placement races with it. (A shared mapping's pages,
 // reached directly, are not written: that would dirty a file's pages.)
 void touch_pages(uint8_t* from, uint64_t bytes, uint64_t page, bool write) {
-  for (uint64_t off = 0; off < bytes; off += page) {
-    auto* word = reinterpret_cast<uint64_t*>(from + off);
+  // (A byte each, within the registered bytes: the page's own bytes
+  // before them may be another object's, a sanitizer's redzone.)
+  const uint64_t begin = reinterpret_cast<uint64_t>(from), end = begin + bytes;
+  for (uint64_t at = begin; at < end; at = (at & ~(page - 1)) + page) {
+    auto* byte = reinterpret_cast<uint8_t*>(at);
     if (write)
-      __atomic_fetch_add(word, 0, __ATOMIC_RELAXED);
+      __atomic_fetch_add(byte, 0, __ATOMIC_RELAXED);
     else
-      (void)__atomic_load_n(word, __ATOMIC_RELAXED);
+      (void)__atomic_load_n(byte, __ATOMIC_RELAXED);
   }
 }
 
@@ -139,8 +142,9 @@ void populate(const Mr& mr, uint8_t* arena_view = nullptr, uint64_t overlay_page
   if (madvise(reinterpret_cast<void*>(start), end - start, advice) != 0 || !arena_view) return;
   uint8_t* view = arena_view + (start - overlay_page);
   if (madvise(view, end - start, advice) != 0) return;
-  touch_pages(reinterpret_cast<uint8_t*>(start), end - start, page, write);
-  touch_pages(view, end - start, page, write);
+  const uint64_t lead = reinterpret_cast<uint64_t>(mr.addr) - start;  // (the MR's offset in its first page)
+  touch_pages(static_cast<uint8_t*>(mr.addr), mr.length, page, write);
+  touch_pages(view + lead, mr.length, page, write);
 }
 
 // Chooses how peers reach [addr, addr+len) and publishes the entry.
