@@ -1,7 +1,6 @@
 #include "core/mr.h"
 
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -93,11 +92,6 @@ void publish(shm::MrEntry& e, uint32_t key, const Mr& mr, uint64_t vaddr, uint32
   e.key.store(key, std::memory_order_release);
 }
 
-#ifndef MADV_POPULATE_READ  // (Linux 5.14; older headers)
-#define MADV_POPULATE_READ 22
-#define MADV_POPULATE_WRITE 23
-#endif
-
 // Faults in the pages of a registration, as the kernel's pinning does
 // (ib_umem_get: get_user_pages, for writing when the MR may be written):
 // a device then places data into memory that is there. Left to fault on
@@ -108,10 +102,10 @@ void publish(shm::MrEntry& e, uint32_t key, const Mr& mr, uint64_t vaddr, uint32
 // for the first time (perf: ~24000 faults in write_to_mr). Best effort: a
 // kernel without MADV_POPULATE_* (before 5.14), or a mapping it will not
 // populate, leaves the pages to fault in as before.
+//
 // An overlaid MR's pages have a second mapping, in our view of the arena
 // (`arena_view`, where the overlay that begins at `overlay_page` is seen
 // there): the one our own transports place data through (target_memory.h).
-//
 // On a virtual machine whose hypervisor shadows the guest's page tables,
 // a page's first access through each mapping costs an exit of its own
 // even once the guest mapped it (~8 us a page here, populated or not). An
@@ -120,11 +114,11 @@ void publish(shm::MrEntry& e, uint32_t key, const Mr& mr, uint64_t vaddr, uint32
 // thread's concurrent store is lost) and a load where not; they are not
 // published yet, so no placement races with it. (A shared mapping's pages,
 // reached directly, are not written: that would dirty a file's pages.)
-void touch_pages(uint8_t* from, uint64_t bytes, uint64_t page, bool write) {
+void touch_pages(uint8_t* from, uint64_t bytes, bool write) {
   // (A byte each, within the registered bytes: the page's own bytes
   // before them may be another object's, a sanitizer's redzone.)
   const uint64_t begin = reinterpret_cast<uint64_t>(from), end = begin + bytes;
-  for (uint64_t at = begin; at < end; at = (at & ~(page - 1)) + page) {
+  for (uint64_t at = begin; at < end; at = align_down(at, kPageSize) + kPageSize) {
     auto* byte = reinterpret_cast<uint8_t*>(at);
     if (write)
       __atomic_fetch_add(byte, 0, __ATOMIC_RELAXED);
@@ -134,17 +128,16 @@ void touch_pages(uint8_t* from, uint64_t bytes, uint64_t page, bool write) {
 }
 
 void populate(const Mr& mr, uint8_t* arena_view = nullptr, uint64_t overlay_page = 0) {
-  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  const uint64_t start = reinterpret_cast<uint64_t>(mr.addr) & ~(page - 1);
-  const uint64_t end = align_up(reinterpret_cast<uint64_t>(mr.addr) + mr.length, page);
+  const uint64_t start = align_down(reinterpret_cast<uint64_t>(mr.addr), kPageSize);
+  const uint64_t end = align_up(reinterpret_cast<uint64_t>(mr.addr) + mr.length, kPageSize);
   const bool write = mr.access & kWriteAccess;
-  const int advice = write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ;
+  const int advice = write ? kMadvPopulateWrite : kMadvPopulateRead;
   if (madvise(reinterpret_cast<void*>(start), end - start, advice) != 0 || !arena_view) return;
   uint8_t* view = arena_view + (start - overlay_page);
   if (madvise(view, end - start, advice) != 0) return;
   const uint64_t lead = reinterpret_cast<uint64_t>(mr.addr) - start;  // (the MR's offset in its first page)
-  touch_pages(static_cast<uint8_t*>(mr.addr), mr.length, page, write);
-  touch_pages(view + lead, mr.length, page, write);
+  touch_pages(static_cast<uint8_t*>(mr.addr), mr.length, write);
+  touch_pages(view + lead, mr.length, write);
 }
 
 // Chooses how peers reach [addr, addr+len) and publishes the entry.

@@ -764,8 +764,10 @@ void network_thread(Nic* nic) {
     // the timerfd is armed only for what an application thread makes due
     // sooner (Engine::looks_by_ns). Watching the sockets, it sleeps
     // until the alarm.
+    // (looks_by_ns is written by this thread alone, and by a fork child
+    // before it has one: read here without mu.)
     uint64_t timers_due_ns = UINT64_MAX;  // when this nap ends with a timer due
-    {
+    if (nap_ns || e.looks_by_ns) {
       std::lock_guard g(e.mu);
       if (nap_ns) {
         const uint64_t due = e.next_deadline();
