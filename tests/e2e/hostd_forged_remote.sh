@@ -37,7 +37,10 @@ done
 sleep 0.5
 
 attack() {  # attack known|blind
-  local how=$1 iters=4000
+  # (Iterations enough that the pair still runs when the first sweep
+  # starts: at 4000 a pair that ran 0.6 s ended, under CI's load, before
+  # the script had read its addresses, and nothing was swept.)
+  local how=$1 iters=20000
   : >"$out/$how.server"; : >"$out/$how.client"
   ip netns exec "$b" env SOFTVERBS_RUNTIME_DIR="$out/rt-b" timeout 90 stdbuf -oL \
     ibv_rc_pingpong -g "$gb" -p 18640 -n $iters -s 512 -e >"$out/$how.server" 2>&1 &
