@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -46,7 +47,8 @@ RegistryHeader* map_registry(int fd, bool writable) {
 
 // True when no slot of the registry is held by a live process.
 bool no_live_slot(const RegistryHeader* hdr) {
-  for (uint32_t s = 1; s < kMaxProcs; ++s)
+  const uint32_t used = std::min(hdr->slots_used.load(std::memory_order_acquire), kMaxProcs);
+  for (uint32_t s = 1; s < used; ++s)
     if (hdr->procs[s].state.load(std::memory_order_acquire) == kProcLive && proc_alive(hdr->procs[s])) return false;
   return true;
 }

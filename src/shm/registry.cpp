@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <functional>
 
 #include "shm/idle_namespaces.h"
@@ -19,24 +18,29 @@
 #include "util/knobs.h"
 #include "util/log.h"
 #include "util/runtime_dir_rules.h"
+#include "util/small_file.h"
 #include "util/unix_socket_address.h"
 
 namespace sv::shm {
 
 uint64_t host_node_guid() {
-  std::string id;
-  std::ifstream f("/etc/machine-id");
-  if (!(f >> id)) {
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    id = host;
-  }
-  // FNV-1a: stable across builds and processes (std::hash need not be).
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : id) h = (h ^ c) * 0x100000001b3ull;
-  // Shape it like an EUI-64 derived from a locally administered MAC.
-  h = (h & ~0x0100000000000000ull) | 0x0200000000000000ull;
-  return h;
+  // (Read once: opening the device asks three times. The machine's id
+  // does not change under a running process.)
+  static const uint64_t guid = [] {
+    std::string id = read_small_file("/etc/machine-id").value_or("");
+    id.erase(std::find_if(id.begin(), id.end(), [](char c) { return c == '\n' || c == ' ' || c == '\t'; }), id.end());
+    if (id.empty()) {
+      char host[256] = {};
+      gethostname(host, sizeof host - 1);
+      id = host;
+    }
+    // FNV-1a: stable across builds and processes (std::hash need not be).
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (unsigned char c : id) h = (h ^ c) * 0x100000001b3ull;
+    // Shape it like an EUI-64 derived from a locally administered MAC.
+    return (h & ~0x0100000000000000ull) | 0x0200000000000000ull;
+  }();
+  return guid;
 }
 
 Registry* Registry::open_or_create() {
@@ -148,15 +152,26 @@ Registry::~Registry() {
   ::close(fd_);
 }
 
-// Reads a word of every page of the slots, before the claims lock: the
-// claim reads every slot under it, and the first touch of a page in a new
-// process costs ~16 us on a VM with shadow page tables (the hypervisor maps
-// it), 2-11 ms a claim for 128 pages. Every process attaching waits for the
-// lock, so a ring of 4096 starting together waited minutes; touched here,
-// in parallel, a claim holds the lock ~0.4 ms.
+uint32_t Registry::slots_in_use() const {
+  return std::clamp<uint32_t>(hdr_->slots_used.load(std::memory_order_acquire), 1, kMaxProcs);
+}
+
+// Reads a word of every page of the slots in use (and the next one's),
+// before the claims lock: the claim reads those under it, and the first
+// touch of a page in a new process costs ~16 us on a VM with shadow page
+// tables (the hypervisor maps it), 2-11 ms a claim for 128 pages. Every
+// process attaching waits for the lock, so a ring of 4096 starting
+// together waited minutes; touched here, in parallel, a claim holds the
+// lock ~0.4 ms.
 void Registry::touch_slots() const {
   const volatile char* p = reinterpret_cast<const volatile char*>(hdr_->procs);
-  for (size_t off = 0; off < sizeof hdr_->procs; off += 4096) (void)p[off];
+  const size_t end = std::min<size_t>(slots_in_use() + 1, kMaxProcs) * sizeof(ProcSlot);
+  for (size_t off = 0; off < end; off += 4096) (void)p[off];
+}
+
+void Registry::note_claimed(uint32_t slot) {
+  if (slot >= hdr_->slots_used.load(std::memory_order_relaxed))
+    hdr_->slots_used.store(slot + 1, std::memory_order_release);
 }
 
 bool Registry::lock_claims() {
@@ -201,13 +216,16 @@ void Registry::unlock_claims() { pthread_mutex_unlock(&hdr_->claims); }
 // one forwarded the other's packets: mw_mpi_hosts_* failed in CI so.)
 std::vector<uint32_t> Registry::claimable_slots() {
   std::vector<uint32_t> free, dead;
-  for (uint32_t i = 1; i < kMaxProcs; ++i) {
+  const uint32_t used = slots_in_use();
+  free.reserve(kMaxProcs - 1);
+  for (uint32_t i = 1; i < used; ++i) {
     ProcSlot& s = hdr_->procs[i];
     if (s.state.load(std::memory_order_acquire) == kProcFree)
       free.push_back(i);
     else if (!proc_alive(s))
       dead.push_back(i);
   }
+  for (uint32_t i = used; i < kMaxProcs; ++i) free.push_back(i);  // never claimed: free
   free.insert(free.end(), dead.begin(), dead.end());
   std::stable_partition(free.begin(), free.end(), [](uint32_t s) { return s < kHomeSlots; });
   return free;
@@ -224,7 +242,8 @@ std::vector<uint32_t> Registry::claimable_slots() {
 void Registry::tidy_dead_slots() {
   std::vector<bool> live(kMaxProcs, false);
   bool dead_held_names = false;
-  for (uint32_t i = 1; i < kMaxProcs; ++i) {
+  const uint32_t used = slots_in_use();  // (a slot never claimed holds no names and left no files)
+  for (uint32_t i = 1; i < used; ++i) {
     ProcSlot& s = hdr_->procs[i];
     live[i] = s.state.load(std::memory_order_acquire) == kProcLive && proc_alive(s);
     if (live[i]) continue;

@@ -59,7 +59,10 @@ class Registry : public PrivateHeapObject {
   void tidy_dead_slots();
   void forget_memberships_of_freed_names();
   void fill_slot(uint32_t slot, int arena_fd, uint64_t arena_ino, uint64_t arena_size);
+  // 1 + the highest slot ever claimed (RegistryHeader::slots_used), in bounds.
+  uint32_t slots_in_use() const;
   void touch_slots() const;
+  void note_claimed(uint32_t slot);
   bool lock_claims();
   void unlock_claims();
   bool still_linked() const;
@@ -94,6 +97,7 @@ uint32_t Registry::claim(int arena_fd, uint64_t arena_ino, uint64_t arena_size, 
       return kBusy;
     }
     hdr_->procs[slot].state.store(kProcLive, std::memory_order_release);
+    note_claimed(slot);
   }
   unlock_claims();
   return slot;

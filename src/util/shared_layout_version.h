@@ -9,6 +9,6 @@
 
 namespace sv {
 
-inline constexpr uint32_t kSharedLayoutVersion = 9;
+inline constexpr uint32_t kSharedLayoutVersion = 10;
 
 }  // namespace sv

@@ -5,11 +5,11 @@
 
 #include <charconv>
 #include <cstdint>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
+
+#include "util/small_file.h"
 
 namespace sv {
 
@@ -38,12 +38,6 @@ inline bool parse_real(std::string_view v, double* out) {
 }
 
 // A whole (small) file as text; nothing when it cannot be opened (errno says why).
-inline std::optional<std::string> read_text_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+inline std::optional<std::string> read_text_file(const std::string& path) { return read_small_file(path); }
 
 }  // namespace sv

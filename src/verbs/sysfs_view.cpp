@@ -13,7 +13,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -30,6 +29,7 @@
 #include "util/knobs.h"
 #include "util/log.h"
 #include "util/namespaces_in_use.h"
+#include "util/small_file.h"
 #include "util/unix_socket_address.h"
 
 namespace sv::abi {
@@ -85,9 +85,7 @@ std::string all_cpus_mask(long cpus) {
 }
 
 bool is_loopback_netdev(const std::string& ifname) {
-  unsigned flags = 0;
-  std::ifstream in("/sys/class/net/" + ifname + "/flags");
-  in >> std::hex >> flags;
+  const unsigned long flags = std::strtoul(read_small_file("/sys/class/net/" + ifname + "/flags").value_or("").c_str(), nullptr, 16);
   return ifname == "lo" || (flags & IFF_LOOPBACK);
 }
 
@@ -186,16 +184,7 @@ bool make_parents(const std::string& root, const std::string& rel) {
   return true;
 }
 
-std::string read_all(const std::string& path) {
-  std::string out;
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return out;
-  char buf[512];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
-  close(fd);
-  return out;
-}
+std::string read_all(const std::string& path) { return read_small_file(path, O_NOFOLLOW).value_or(""); }
 
 // Files are replaced by rename, so a reader never sees half a file and
 // processes writing the same view at once do not disturb each other.

@@ -55,6 +55,7 @@ class IdleNamespaces : public ::testing::Test {
     robust_mutex_init(&hdr->claims);
     robust_mutex_init(&hdr->procs[3].alive);
     hdr->procs[3].state.store(kProcLive);
+    hdr->slots_used.store(4);  // (as a claim of slot 3 leaves it)
     return hdr;
   }
   void touch(const std::string& name) const { close(open((dir_ + "/" + name).c_str(), O_CREAT | O_WRONLY, 0600)); }
