@@ -10,6 +10,7 @@
 #include "shm/layout.h"
 #include "util/knobs.h"
 #include "util/log.h"
+#include "util/small_file.h"
 #include "util/text_fields.h"
 
 namespace sv {
@@ -255,7 +256,7 @@ const DeviceProfile* load() {
   if (const DeviceProfile* b = builtin_profile(v)) {
     *p = *b;
   } else {
-    const std::optional<std::string> text = read_text_file(v);
+    const std::optional<std::string> text = read_small_file(v);
     std::string why;
     if (!text) {
       SV_ERROR("SOFTVERBS_PROFILE=%s: no such profile (rxe, siw, cx5, cx6, cx7, softverbs) and no readable file (%s): "

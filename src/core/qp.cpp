@@ -516,6 +516,7 @@ int modify_qp(Qp* qp, ibv_qp_attr* attr, int mask) {
   // may pass RC's masks (perftest does).
   if (qp->type == IBV_QPT_XRC_SEND) mask &= ~(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
   if (qp->type == IBV_QPT_XRC_RECV) mask &= ~(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY);
+  DeferSends after_unlock;  // (a move to ERR sends what a flush let go once sq_mu is: RoceTransport::drop_sends)
   std::lock_guard g(qp->sq_mu);
   absorb_remote_error_locked(qp);
   ibv_qp_state cur = qp->state();
@@ -562,6 +563,7 @@ int modify_qp(Qp* qp, ibv_qp_attr* attr, int mask) {
 
 int query_qp(Qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init) {
   if (is_opened_handle(qp)) return query_opened(qp, attr, mask, init);
+  DeferSends after_unlock;  // (absorbing a remote error may flush: RoceTransport::drop_sends)
   std::lock_guard g(qp->sq_mu);
   absorb_remote_error_locked(qp);
   *attr = qp->attr;
@@ -655,6 +657,7 @@ void handle_qp_attention(Cq* cq) {
       if (qp->rcq == cq && qp->shared->remote_error.load(std::memory_order_acquire)) hit.push_back(qp);
   }
   for (Qp* qp : hit) {
+    DeferSends after_unlock;  // (absorbing a remote error may flush: RoceTransport::drop_sends)
     std::lock_guard g(qp->sq_mu);
     absorb_remote_error_locked(qp);
   }
@@ -684,6 +687,7 @@ int post_recv(Qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   }
   int rc = qp->rq.post(wr, bad);
   if (st == IBV_QPS_ERR || qp->shared->remote_error.load(std::memory_order_relaxed)) {
+    DeferSends after_unlock;  // (absorbing a remote error may flush: RoceTransport::drop_sends)
     std::lock_guard g(qp->sq_mu);
     absorb_remote_error_locked(qp);
     if (qp->state() == IBV_QPS_ERR) flush_recv_queue(qp);
@@ -696,6 +700,7 @@ namespace {
 // A QP's move to ERR as after the device's own fatal error: what is posted
 // from now on is flushed.
 void fail_qp(Qp* qp) {
+  DeferSends after_unlock;  // (the flush sends what it let go once sq_mu is: RoceTransport::drop_sends)
   std::lock_guard g(qp->sq_mu);
   if (qp->state() != IBV_QPS_RESET && qp->state() != IBV_QPS_ERR) enter_error_locked(qp);
 }

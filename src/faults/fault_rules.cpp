@@ -8,6 +8,7 @@
 #include "net/roce_opcode.h"
 #include "util/clock.h"
 #include "util/knobs.h"
+#include "util/small_file.h"
 #include "util/text_fields.h"
 
 namespace sv::faults {
@@ -269,7 +270,7 @@ bool fires(Rule& r, std::mt19937_64& random, uint64_t loaded_ns) {
 std::optional<std::string> rules_text(std::string* why) {
   std::string text = knobs().faults;
   if (text.empty() || text.find('=') != std::string::npos) return text;
-  std::optional<std::string> file = read_text_file(text);  // a file of rules
+  std::optional<std::string> file = read_small_file(text);  // a file of rules
   if (!file) *why = "SOFTVERBS_FAULTS=" + text + ": no rules and no readable file (" + strerror(errno) + ")";
   return file;
 }

@@ -47,7 +47,7 @@ RegistryHeader* map_registry(int fd, bool writable) {
 
 // True when no slot of the registry is held by a live process.
 bool no_live_slot(const RegistryHeader* hdr) {
-  const uint32_t used = std::min(hdr->slots_used.load(std::memory_order_acquire), kMaxProcs);
+  const uint32_t used = hdr->slots_in_use();
   for (uint32_t s = 1; s < used; ++s)
     if (hdr->procs[s].state.load(std::memory_order_acquire) == kProcLive && proc_alive(hdr->procs[s])) return false;
   return true;

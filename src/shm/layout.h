@@ -169,6 +169,11 @@ struct RegistryHeader {
   // claim that read all 4096 slots (128 pages) was ~2.8 ms of each
   // process's start-up there.
   std::atomic<uint32_t> slots_used;
+  // slots_used, in bounds: at least 1 (slot 0 is no process's), at most kMaxProcs.
+  uint32_t slots_in_use() const {
+    const uint32_t used = slots_used.load(std::memory_order_acquire);
+    return used < 1 ? 1 : used > kMaxProcs ? kMaxProcs : used;
+  }
   uint8_t reserved[4096 - 24 - sizeof(pthread_mutex_t) - sizeof(std::atomic<uint32_t>)];
   ProcSlot procs[kMaxProcs];
   McastTable mcast;

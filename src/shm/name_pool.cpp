@@ -18,7 +18,7 @@ void NamePool::lease_from(std::atomic<uint32_t>* blocks, uint32_t slot, bool hom
 
 // Block hi << 8 | column. A home slot tries its own first. The others try
 // hi 0 (the home of slot 0, which no process has), then the homes of the
-// highest slots, which are taken last (Registry::claimable_slots) and whose
+// highest slots, which are taken last (Registry::first_claimable) and whose
 // processes seldom need more than their first column.
 bool NamePool::lease_column(uint32_t column) {
   if (!blocks_) return false;

@@ -153,7 +153,7 @@ Registry::~Registry() {
 }
 
 uint32_t Registry::slots_in_use() const {
-  return std::clamp<uint32_t>(hdr_->slots_used.load(std::memory_order_acquire), 1, kMaxProcs);
+  return hdr_->slots_in_use();
 }
 
 // Reads a word of every page of the slots in use (and the next one's),
@@ -205,30 +205,25 @@ bool Registry::still_linked() const {
 }
 void Registry::unlock_claims() { pthread_mutex_unlock(&hdr_->claims); }
 
-// The slots a new process may take, best first: those with home blocks of
-// names (below kHomeSlots) before the rest, and in each, those never used
-// before those whose owner died (crashed, or exited). Peers send RoCEv2 to a
+// The slots a new process may take, best first (Registry::first_claimable):
+// those with home blocks of names (below kHomeSlots) before the rest, and
+// in each, those free before those whose owner died (crashed, or exited).
+// Peers send RoCEv2 to a
 // process in a slot from kHomeSlots up by their shared source port (lane 0,
 // RoceSocket::lane_port), as to every other such process of its host: one
 // flow then carries packets for two processes, and one forwards the other's.
 // (A namespace's registry outlives it, and a new namespace given the same
 // inode found hundreds of dead slots: its MPI ranks got slots past 400, and
 // one forwarded the other's packets: mw_mpi_hosts_* failed in CI so.)
-std::vector<uint32_t> Registry::claimable_slots() {
-  std::vector<uint32_t> free, dead;
+void Registry::sort_claimed_slots(std::vector<uint32_t>* free, std::vector<uint32_t>* dead) {
   const uint32_t used = slots_in_use();
-  free.reserve(kMaxProcs - 1);
   for (uint32_t i = 1; i < used; ++i) {
     ProcSlot& s = hdr_->procs[i];
     if (s.state.load(std::memory_order_acquire) == kProcFree)
-      free.push_back(i);
+      free->push_back(i);
     else if (!proc_alive(s))
-      dead.push_back(i);
+      dead->push_back(i);
   }
-  for (uint32_t i = used; i < kMaxProcs; ++i) free.push_back(i);  // never claimed: free
-  free.insert(free.end(), dead.begin(), dead.end());
-  std::stable_partition(free.begin(), free.end(), [](uint32_t s) { return s < kHomeSlots; });
-  return free;
 }
 
 // The blocks of names (shm/name_pool.h) whose holder is gone go back to

@@ -3,6 +3,7 @@
 // shared file with a name; everything else is reached through it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -55,7 +56,10 @@ class Registry : public PrivateHeapObject {
  private:
   Registry(int fd, RegistryHeader* hdr, std::string path, bool made_here)
       : fd_(fd), hdr_(hdr), path_(std::move(path)), made_here_(made_here) {}
-  std::vector<uint32_t> claimable_slots();
+  template <typename MayTake>
+  uint32_t first_claimable(MayTake&& may_take);
+  // The slots below slots_in_use() that are free, and those whose owner is dead.
+  void sort_claimed_slots(std::vector<uint32_t>* free, std::vector<uint32_t>* dead);
   void tidy_dead_slots();
   void forget_memberships_of_freed_names();
   void fill_slot(uint32_t slot, int arena_fd, uint64_t arena_ino, uint64_t arena_size);
@@ -83,12 +87,7 @@ uint32_t Registry::claim(int arena_fd, uint64_t arena_ino, uint64_t arena_size, 
     return kRemoved;
   }
   tidy_dead_slots();
-  uint32_t slot = 0;
-  for (uint32_t candidate : claimable_slots())
-    if (may_take(candidate)) {
-      slot = candidate;
-      break;
-    }
+  const uint32_t slot = first_claimable(may_take);
   if (slot) {
     fill_slot(slot, arena_fd, arena_ino, arena_size);
     if (!lock_alive(&hdr_->procs[slot].alive)) {
@@ -101,6 +100,29 @@ uint32_t Registry::claim(int arena_fd, uint64_t arena_ino, uint64_t arena_size, 
   }
   unlock_claims();
   return slot;
+}
+
+// The first slot `may_take` accepts, in the order of claimable slots
+// (registry.cpp, above sort_claimed_slots). Slots from slots_in_use() on
+// were never claimed: they are visited as a range, not listed, so a claim
+// costs no list of ~4000 slots.
+template <typename MayTake>
+uint32_t Registry::first_claimable(MayTake&& may_take) {
+  const uint32_t used = slots_in_use();
+  std::vector<uint32_t> free, dead;  // below `used`
+  sort_claimed_slots(&free, &dead);
+  for (const bool home : {true, false}) {
+    auto in_band = [home](uint32_t s) { return (s < kHomeSlots) == home; };
+    for (uint32_t s : free)
+      if (in_band(s) && may_take(s)) return s;
+    const uint32_t never_from = home ? used : std::max(used, kHomeSlots);
+    const uint32_t never_to = home ? kHomeSlots : kMaxProcs;
+    for (uint32_t s = never_from; s < never_to; ++s)
+      if (may_take(s)) return s;
+    for (uint32_t s : dead)
+      if (in_band(s) && may_take(s)) return s;
+  }
+  return 0;
 }
 
 // Host-stable 64-bit node GUID (from /etc/machine-id, else the hostname).

@@ -290,6 +290,11 @@ class Engine {
   // kAnswerHoldNs after: since when they wait (0: none).
   uint64_t answers_held_ns = 0;
   std::atomic<bool> answers_held{false};  // answers_held_ns != 0, to look without mu
+  // The answers built so far leave at the next release of mu, held or not
+  // (under mu): a QP's flush asks it (RoceTransport::drop_sends), as a
+  // NIC's ACK left on receipt, also when that release is a DeferSends
+  // scope's end in a thread that holds answers.
+  void answers_leave_at_release() { answers_due = !out_[kAnswers].building.datagrams.empty(); }
   // Sends the held answers now (caller holds neither mu nor call_mu).
   void send_held_answers();
   // Sends the held answers and waits for a send another thread took from
@@ -414,6 +419,7 @@ class Engine {
     BriefSpinMutex order_mu;
   };
   Outgoing out_[2];
+  bool answers_due = false;  // answers_leave_at_release
   // Both streams' packets in one send (whoever holds both order_mu).
   PrivateVector<OutDatagram> both_;
   void send_full(Outgoing& o);  // under mu

@@ -77,9 +77,12 @@ void Engine::take_for_sending(Outgoing& o) {
   if (!g_network_in_use.load(std::memory_order_relaxed)) g_network_in_use.store(true, std::memory_order_relaxed);
   // Whatever was held goes now (also from send_full: a stream emptied
   // there must not leave the alarm a deadline with nothing behind it).
-  if (&o == &out_[kAnswers] && answers_held_ns) {
-    answers_held_ns = 0;
-    answers_held.store(false, std::memory_order_relaxed);
+  if (&o == &out_[kAnswers]) {
+    answers_due = false;
+    if (answers_held_ns) {
+      answers_held_ns = 0;
+      answers_held.store(false, std::memory_order_relaxed);
+    }
   }
   // Counted a run of one QP's datagrams at a time (a window's are one
   // run): two counter updates a packet were ~100 instructions of it.
@@ -115,7 +118,7 @@ void Engine::unlock_and_send(std::unique_lock<BriefSpinMutex>& held) {
   bool taken[2] = {false, false};
   for (int s = 0; s < 2; ++s) {
     if (out_[s].building.datagrams.empty()) continue;
-    if (s == kAnswers && t_hold_answers) {  // for this thread's next post (answers_held_ns)
+    if (s == kAnswers && t_hold_answers && !answers_due) {  // for this thread's next post (answers_held_ns)
       if (!answers_held_ns) {
         answers_held_ns = wire_.now_ns();
         answers_held.store(true, std::memory_order_relaxed);
@@ -186,6 +189,7 @@ void Engine::reset_outgoing() {
   }
   answers_held_ns = 0;
   answers_held.store(false, std::memory_order_relaxed);
+  answers_due = false;
 }
 
 uint32_t Engine::link_mtu_to(const in6_addr& dst, const in6_addr& src) {

@@ -1000,9 +1000,11 @@ void RoceTransport::drop_sends(uint32_t qpn) {
   // the QP to ERR, then sends its DREQ, which overtook the held ACK; the
   // peer, told to disconnect, flushed the send that ACK was for (libfabric's
   // fi_pingpong over verbs;ofi_rxm between hosts: "Work Request Flushed
-  // Error" on the server after its last message, once in a CI run).
-  roce::HoldAnswers send_them(false);
+  // Error" on the server after its last message, once in a CI run). The
+  // caller holds the QP's sq_mu, in a DeferSends scope: they leave at its
+  // end (core/deferred_sends.h), before the call that flushed returns.
   roce::EngineLock g(e);  // (its release sends them)
+  e.answers_leave_at_release();
   if (auto it = e.senders.find(qpn); it != e.senders.end()) {
     e.drop_outbound(it->second);
     it->second.rnr_resume_ns = 0;

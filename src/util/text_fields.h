@@ -5,11 +5,8 @@
 
 #include <charconv>
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
-
-#include "util/small_file.h"
 
 namespace sv {
 
@@ -36,8 +33,5 @@ inline bool parse_real(std::string_view v, double* out) {
   const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), *out);
   return !v.empty() && ec == std::errc() && end == v.data() + v.size();
 }
-
-// A whole (small) file as text; nothing when it cannot be opened (errno says why).
-inline std::optional<std::string> read_text_file(const std::string& path) { return read_small_file(path); }
 
 }  // namespace sv

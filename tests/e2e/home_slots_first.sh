@@ -3,7 +3,7 @@
 # while one is free or its owner gone, before a slot past them: peers send
 # RoCEv2 to a process past the home slots by their shared source port, and
 # one flow then carries the packets of several processes (shm/registry.cpp,
-# Registry::claimable_slots). 300 processes open the device and exit; the
+# Registry::first_claimable). 300 processes open the device and exit; the
 # next is given a QPN of a home block (its first byte is its slot), not a
 # leased one (first byte 0). Before, processes took slots never used before
 # dead ones: after 255 had come and gone on a host, every new one was past
