@@ -38,6 +38,25 @@ size_t masked_ip_header(const uint8_t* ip, size_t len, uint8_t* out) {
   }
 }
 
+// ISA-L leaves the upper halves of the vector registers dirty: its AVX-512
+// CRC (crc32_gzip_refl_by16_10, chosen where the CPU has VPCLMULQDQ)
+// returns without VZEROUPPER, which ISA-L leaves to its callers
+// (intel/isa-l#24). Until something clears them, every legacy-SSE
+// instruction of the thread pays a false dependency on them, and the
+// application's own code runs after ours: an MPI rank's matrix multiply
+// (gcc -O2, SSE2) took 40 ms after an exchange over softverbs where it
+// took 10 ms before it (bench/mpi_hosts.py's matmul, 0.39x btl tcp's
+// speed). VZEROUPPER is an AVX instruction: only where the CPU has AVX
+// (ISA-L picks no wider code without it).
+// (__builtin_cpu_init first: this runs among the library's constructors.)
+const bool g_cpu_has_avx = (__builtin_cpu_init(), __builtin_cpu_supports("avx"));
+
+inline void clear_upper_vector_halves() {
+#if defined(__x86_64__)
+  if (g_cpu_has_avx) __asm__ volatile("vzeroupper");
+#endif
+}
+
 }  // namespace
 
 uint32_t icrc(const uint8_t* ip_udp, size_t ip_udp_len, const uint8_t* bth, size_t len) {
@@ -57,10 +76,13 @@ uint32_t icrc(const uint8_t* ip_udp, size_t ip_udp_len, const uint8_t* bth, size
   // (The same for every packet: taken once, not a call of ISA-L's per packet.)
   static const uint32_t kAfterNoLrh = [] {
     static constexpr uint8_t kNoLrh[8] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
-    return crc32_gzip_refl(0, kNoLrh, sizeof kNoLrh);
+    const uint32_t crc = crc32_gzip_refl(0, kNoLrh, sizeof kNoLrh);
+    clear_upper_vector_halves();
+    return crc;
   }();
   uint32_t crc = crc32_gzip_refl(kAfterNoLrh, masked, ip_len + kUdpHeader + kBthBytes);
   crc = crc32_gzip_refl(crc, bth + kBthBytes, len - kBthBytes);
+  clear_upper_vector_halves();
   return crc;
 }
 
