@@ -1,5 +1,6 @@
 #include "shm/overlay.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -87,8 +88,57 @@ bool any_page_ours(const std::vector<MapEntry>& maps, uint64_t ino, uint64_t sta
   return false;
 }
 
+// The pages of an anonymous private mapping it never had (neither in
+// memory nor swapped out, says /proc/self/pagemap: bits 63 and 62) read as
+// zeros. Reading one to find that out faults it in (the zero page), ~15 us
+// a page on a VM with shadow page tables: a receive buffer fresh from
+// malloc, which nobody has written yet (Open MPI's MPI_Sendrecv_replace,
+// a collective's scratch space), spent half of its registration there
+// (4 of ~8 ms for 1 MiB). Reads the entries in chunks into a buffer of its
+// own (no allocation: nothing may write the pages being overlaid).
+class NeverHadPages {
+ public:
+  // `src`: the first page; `anonymous`: whether a page the mapping never
+  // had is zeros (not a file's bytes). The file is opened per overlay: an
+  // earlier process's descriptor would show that process's pages to a
+  // fork()ed child.
+  SV_RAW_MEMORY NeverHadPages(uint64_t src, bool anonymous) : first_page_(src / kPage) {
+    if (anonymous) fd_ = static_cast<int>(syscall(SYS_openat, AT_FDCWD, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC));
+  }
+  SV_RAW_MEMORY ~NeverHadPages() {
+    if (fd_ >= 0) syscall(SYS_close, fd_);
+  }
+  NeverHadPages(const NeverHadPages&) = delete;
+  NeverHadPages& operator=(const NeverHadPages&) = delete;
+
+  // Whether page `i` (from `src`) is one the mapping never had; false when
+  // that cannot be known.
+  SV_RAW_MEMORY bool operator()(uint64_t i) {
+    if (fd_ < 0) return false;
+    if (i < chunk_ || i >= chunk_ + count_) {
+      const long got = syscall(SYS_pread64, fd_, entries_, sizeof entries_, (first_page_ + i) * sizeof(uint64_t));
+      if (got < static_cast<long>(sizeof(uint64_t))) {
+        syscall(SYS_close, fd_);
+        fd_ = -1;
+        return false;
+      }
+      chunk_ = i;
+      count_ = static_cast<uint64_t>(got) / sizeof(uint64_t);
+    }
+    constexpr uint64_t kPresent = 1ull << 63, kSwapped = 1ull << 62;
+    return (entries_[i - chunk_] & (kPresent | kSwapped)) == 0;
+  }
+
+ private:
+  uint64_t first_page_;
+  int fd_ = -1;
+  uint64_t chunk_ = 0, count_ = 0;  // entries_ holds pages [chunk_, chunk_ + count_)
+  uint64_t entries_[256];
+};
+
 // Copies the pages of [src, src+len) into the arena file at `off`, skipping
-// pages of zeros (the file's holes read as zeros already). Through the
+// pages of zeros (the file's holes read as zeros already), and, in an
+// anonymous mapping, without reading those it never had. Through the
 // file, not through our mapping of the arena: writing a page of that
 // mapping first faults it in, and a fault costs more than the rest of a
 // 4 KiB registration together on a machine with shadow page tables (26 us
@@ -96,14 +146,16 @@ bool any_page_ours(const std::vector<MapEntry>& maps, uint64_t ino, uint64_t sta
 // intercepts: the bytes of neighbouring allocations it reads are meant.
 // False when the file refused a write; the caller copies through the
 // mapping then.
-SV_RAW_MEMORY bool write_pages_to_file(int fd, uint64_t off, uint64_t src, uint64_t len) {
+SV_RAW_MEMORY bool write_pages_to_file(int fd, uint64_t off, uint64_t src, uint64_t len, bool anonymous) {
+  NeverHadPages never_had(src, anonymous);
+  auto zeros = [&](uint64_t p) { return never_had(p / kPage) || page_is_zero(reinterpret_cast<const uint8_t*>(src + p)); };
   for (uint64_t p = 0; p < len;) {
-    if (page_is_zero(reinterpret_cast<const uint8_t*>(src + p))) {
+    if (zeros(p)) {
       p += kPage;
       continue;
     }
     uint64_t run = kPage;  // the pages with data from here on, in one write
-    while (p + run < len && !page_is_zero(reinterpret_cast<const uint8_t*>(src + p + run))) run += kPage;
+    while (p + run < len && !zeros(p + run)) run += kPage;
     for (uint64_t done = 0; done < run;) {
       long n = syscall(SYS_pwrite64, fd, src + p + done, run - done, off + p + done);
       if (n <= 0) return false;
@@ -235,13 +287,17 @@ std::optional<OverlayMap::Pin> OverlayMap::pin(uint64_t addr, uint64_t len) {
   PrivateVector<Piece> done;
   for (const MapEntry* e : pieces) {
     uint64_t s = std::max(a, e->start), t = std::min(b, e->end);
-    done.push_back(Piece{s, t - s, prot_of(*e)});
+    // (A private file mapping's pages it never had are the file's bytes.)
+    done.push_back(Piece{s, t - s, prot_of(*e), e->inode == 0 && (e->path.empty() || e->path == "[heap]")});
   }
   // From the copy to the last remap nothing may write these pages, not even
   // this function: no allocation or free (malloc's own metadata may live in
   // them, and a write to the old page after the copy would be lost), and no
   // memory hook of the application's (the remap goes past libc's mmap).
-  if (!write_pages_to_file(arena_.fd(), off, a, b - a)) {
+  bool written = true;
+  for (const Piece& piece : done)
+    written = written && write_pages_to_file(arena_.fd(), off + (piece.start - a), piece.start, piece.len, piece.anonymous);
+  if (!written) {
     uint8_t* dst = arena_.base() + off;
     for (uint64_t p = a; p < b; p += kPage) {
       const uint8_t* src = reinterpret_cast<const uint8_t*>(p);

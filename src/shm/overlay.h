@@ -76,6 +76,7 @@ class OverlayMap {
   struct Piece {
     uint64_t start, len;
     int prot;
+    bool anonymous;  // a page the mapping never had reads as zeros
   };
   struct Extent {
     uint64_t arena_off;

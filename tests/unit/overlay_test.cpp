@@ -184,6 +184,36 @@ TEST(Overlay, RemapOfTheSameAddressWithADifferentFile) {
   close(fd);
 }
 
+// Pages of an anonymous mapping that it never had are not read to learn
+// they are zeros (overlay.cpp, NeverHadPages); the pages it has keep their
+// bytes, whichever way the copy learnt which is which: written ones, one
+// only read (the zero page), one given back (MADV_DONTNEED).
+TEST(Overlay, PagesNeverTouchedReadAsZerosAndTheRestKeepTheirBytes) {
+  Host* host = Host::get();
+  ASSERT_NE(host, nullptr);
+  constexpr uint64_t kPages = 600;  // (more than one read of pagemap's entries)
+  const uint64_t base = svtest::map_anonymous_pages(kPages);
+  auto* bytes = reinterpret_cast<volatile uint8_t*>(base);
+  auto written = [](uint64_t page) { return page % 7 == 1 || page == 257 || page == 599; };
+  for (uint64_t p = 0; p < kPages; ++p)
+    if (written(p)) bytes[p * kPage + p % kPage] = static_cast<uint8_t>(1 + p % 255);
+  (void)bytes[3 * kPage];  // read: the zero page
+  bytes[9 * kPage] = 0xee;  // written, then given back
+  ASSERT_EQ(madvise(reinterpret_cast<void*>(base + 9 * kPage), kPage, MADV_DONTNEED), 0);
+  auto pin = host->overlays().pin(base, kPages * kPage);
+  ASSERT_TRUE(pin.has_value());
+  EXPECT_TRUE(mapped_from_arena(*host, base));
+  const auto* alias = host->arena().base() + pin->arena_off;
+  for (uint64_t p = 0; p < kPages; ++p)
+    for (uint64_t at : {uint64_t{0}, p % kPage, kPage - 1}) {
+      const uint8_t want = written(p) && at == p % kPage ? static_cast<uint8_t>(1 + p % 255) : 0;
+      ASSERT_EQ(bytes[p * kPage + at], want) << "page " << p << " byte " << at;
+      ASSERT_EQ(alias[p * kPage + at], want) << "page " << p << " byte " << at << ", through the arena";
+    }
+  host->overlays().unpin(pin->page);
+  munmap(reinterpret_cast<void*>(base), kPages * kPage);
+}
+
 TEST(Overlay, AdjacentMappingsKeepTheirProtections) {
   Host* host = Host::get();
   ASSERT_NE(host, nullptr);
