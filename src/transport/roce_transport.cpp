@@ -1001,8 +1001,9 @@ void RoceTransport::drop_sends(uint32_t qpn) {
   // peer, told to disconnect, flushed the send that ACK was for (libfabric's
   // fi_pingpong over verbs;ofi_rxm between hosts: "Work Request Flushed
   // Error" on the server after its last message, once in a CI run). The
-  // caller holds the QP's sq_mu, in a DeferSends scope: they leave at its
-  // end (core/deferred_sends.h), before the call that flushed returns.
+  // caller holds the QP's sq_mu; its verb opened a DeferSends scope before
+  // taking it, and they leave at the scope's end (core/deferred_sends.h),
+  // before the verb returns (outside a scope, as this lock is let go).
   roce::EngineLock g(e);  // (its release sends them)
   e.answers_leave_at_release();
   if (auto it = e.senders.find(qpn); it != e.senders.end()) {
