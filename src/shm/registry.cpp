@@ -152,10 +152,6 @@ Registry::~Registry() {
   ::close(fd_);
 }
 
-uint32_t Registry::slots_in_use() const {
-  return hdr_->slots_in_use();
-}
-
 // Reads a word of every page of the slots in use (and the next one's),
 // before the claims lock: the claim reads those under it, and the first
 // touch of a page in a new process costs ~16 us on a VM with shadow page
@@ -165,7 +161,7 @@ uint32_t Registry::slots_in_use() const {
 // lock ~0.4 ms.
 void Registry::touch_slots() const {
   const volatile char* p = reinterpret_cast<const volatile char*>(hdr_->procs);
-  const size_t end = std::min<size_t>(slots_in_use() + 1, kMaxProcs) * sizeof(ProcSlot);
+  const size_t end = std::min<size_t>(hdr_->slots_in_use() + 1, kMaxProcs) * sizeof(ProcSlot);
   for (size_t off = 0; off < end; off += 4096) (void)p[off];
 }
 
@@ -215,8 +211,7 @@ void Registry::unlock_claims() { pthread_mutex_unlock(&hdr_->claims); }
 // (A namespace's registry outlives it, and a new namespace given the same
 // inode found hundreds of dead slots: its MPI ranks got slots past 400, and
 // one forwarded the other's packets: mw_mpi_hosts_* failed in CI so.)
-void Registry::sort_claimed_slots(std::vector<uint32_t>* free, std::vector<uint32_t>* dead) {
-  const uint32_t used = slots_in_use();
+void Registry::sort_claimed_slots(uint32_t used, std::vector<uint32_t>* free, std::vector<uint32_t>* dead) {
   for (uint32_t i = 1; i < used; ++i) {
     ProcSlot& s = hdr_->procs[i];
     if (s.state.load(std::memory_order_acquire) == kProcFree)
@@ -237,7 +232,7 @@ void Registry::sort_claimed_slots(std::vector<uint32_t>* free, std::vector<uint3
 void Registry::tidy_dead_slots() {
   std::vector<bool> live(kMaxProcs, false);
   bool dead_held_names = false;
-  const uint32_t used = slots_in_use();  // (a slot never claimed holds no names and left no files)
+  const uint32_t used = hdr_->slots_in_use();  // (a slot never claimed holds no names and left no files)
   for (uint32_t i = 1; i < used; ++i) {
     ProcSlot& s = hdr_->procs[i];
     live[i] = s.state.load(std::memory_order_acquire) == kProcLive && proc_alive(s);

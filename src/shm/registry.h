@@ -58,13 +58,11 @@ class Registry : public PrivateHeapObject {
       : fd_(fd), hdr_(hdr), path_(std::move(path)), made_here_(made_here) {}
   template <typename MayTake>
   uint32_t first_claimable(MayTake&& may_take);
-  // The slots below slots_in_use() that are free, and those whose owner is dead.
-  void sort_claimed_slots(std::vector<uint32_t>* free, std::vector<uint32_t>* dead);
+  // The slots below `used` that are free, and those whose owner is dead.
+  void sort_claimed_slots(uint32_t used, std::vector<uint32_t>* free, std::vector<uint32_t>* dead);
   void tidy_dead_slots();
   void forget_memberships_of_freed_names();
   void fill_slot(uint32_t slot, int arena_fd, uint64_t arena_ino, uint64_t arena_size);
-  // 1 + the highest slot ever claimed (RegistryHeader::slots_used), in bounds.
-  uint32_t slots_in_use() const;
   void touch_slots() const;
   void note_claimed(uint32_t slot);
   bool lock_claims();
@@ -103,14 +101,14 @@ uint32_t Registry::claim(int arena_fd, uint64_t arena_ino, uint64_t arena_size, 
 }
 
 // The first slot `may_take` accepts, in the order of claimable slots
-// (registry.cpp, above sort_claimed_slots). Slots from slots_in_use() on
+// (registry.cpp, above sort_claimed_slots). Slots from RegistryHeader::slots_in_use() on
 // were never claimed: they are visited as a range, not listed, so a claim
 // costs no list of ~4000 slots.
 template <typename MayTake>
 uint32_t Registry::first_claimable(MayTake&& may_take) {
-  const uint32_t used = slots_in_use();
+  const uint32_t used = hdr_->slots_in_use();
   std::vector<uint32_t> free, dead;  // below `used`
-  sort_claimed_slots(&free, &dead);
+  sort_claimed_slots(used, &free, &dead);
   for (const bool home : {true, false}) {
     auto in_band = [home](uint32_t s) { return (s < kHomeSlots) == home; };
     for (uint32_t s : free)
